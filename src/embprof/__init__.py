@@ -1,0 +1,1 @@
+"""Per-op profiling of embedding tables: trace attribution, plots and the report."""
