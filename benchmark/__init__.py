@@ -1,0 +1,1 @@
+"""The pytest benchmark suite: DynamicEmb against TorchRec/FBGEMM TBE (DESIGN.md)."""

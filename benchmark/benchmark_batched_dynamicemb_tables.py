@@ -1,0 +1,111 @@
+"""DynamicEmb against TorchRec/FBGEMM TBE, one test per config, four storage suites.
+
+Run from the repository root, e.g.::
+
+    pytest benchmark/benchmark_batched_dynamicemb_tables.py --preset smoke
+    pytest benchmark/benchmark_batched_dynamicemb_tables.py --collect-only -q --preset seed
+
+Test ids end in the config label (``embprof.labels``); ``-k`` selects by any
+'='-free part of it, ``--label`` by any substring. Without ``--profile`` a
+config is timed and its record appended to ``--results-file``; with it, the
+config is profiled (torch, nsys, ncu) or its ncu command printed (ncu-gen).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .configs import PRESETS, BenchmarkConfig, RunOptions
+from .ncu import ncu_command, parse_iterations
+
+
+def run_config(cfg: BenchmarkConfig, opts: RunOptions, request: pytest.FixtureRequest, results_file: Path) -> None:
+    """Dispatch one config to the mode the command line asks for."""
+    if opts.profile == "ncu-gen":
+        print_ncu_command(cfg, request)
+        return
+
+    from . import runner
+    from .results import append_record
+
+    try:
+        if opts.profile is None:
+            record = runner.run_timing(cfg, opts)
+            append_record(results_file, record)
+            print(f"\n{summary_line(record)}")
+        elif opts.profile == "torch":
+            print(f"\ntrace: {runner.run_torch_profile(cfg, opts)}")
+        elif opts.profile == "nsys":
+            runner.run_nsys_profile(cfg, opts)
+        else:
+            runner.run_ncu_profile(cfg, opts)
+    except runner.BaselineRequired as exc:
+        pytest.skip(str(exc))
+
+
+def summary_line(record: dict) -> str:
+    """dyn and trc side by side, with the trc/dyn ratio (above 1: dyn is faster)."""
+    parts = [record["label"]]
+    for phase in ("forward", "backward", "train", "eval"):
+        dyn, trc = record[f"dyn_{phase}_ms"], record[f"trc_{phase}_ms"]
+        if trc is None:
+            parts.append(f"{phase} dyn {dyn:.3f} ms")
+        else:
+            parts.append(f"{phase} dyn {dyn:.3f} / trc {trc:.3f} ms ({trc / dyn:.2f}x)")
+    if record["trc_skip_reason"]:
+        parts.append(f"trc skipped: {record['trc_skip_reason']}")
+    return " | ".join(parts)
+
+
+def print_ncu_command(cfg: BenchmarkConfig, request: pytest.FixtureRequest) -> None:
+    config = request.config
+    try:
+        iterations = parse_iterations(config.getoption("--ncu-iterations"), cfg.num_iterations)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    passthrough = []
+    if config.getoption("--num-tables") is not None:
+        passthrough = ["--num-tables", str(config.getoption("--num-tables"))]
+    if config.getoption("--no-torchrec"):
+        passthrough.append("--no-torchrec")
+    command = ncu_command(
+        suite=cfg.suite,
+        label=cfg.label,
+        preset=PRESETS[config.getoption("--preset")].name,
+        iterations=iterations,
+        num_iterations=cfg.num_iterations,
+        kernel_regex=config.getoption("--ncu-kernel-regex"),
+        passthrough=passthrough,
+    )
+    with request.getfixturevalue("capsys").disabled():
+        print(f"\n{command}")
+
+
+class TestGpu:
+    """Every row in GPU memory (TBE: DEVICE)."""
+
+    def test_dynamicemb_vs_torchrec(self, cfg, run_options, request, results_file):
+        run_config(cfg, run_options, request, results_file)
+
+
+class TestCaching:
+    """A GPU cache of footprint x ratio rows over host storage (TBE: MANAGED_CACHING, LRU)."""
+
+    def test_dynamicemb_vs_torchrec(self, cfg, run_options, request, results_file):
+        run_config(cfg, run_options, request, results_file)
+
+
+class TestNoCaching:
+    """10% of the rows in GPU memory, the rest in host memory, no cache (TBE: MANAGED)."""
+
+    def test_dynamicemb_vs_torchrec(self, cfg, run_options, request, results_file):
+        run_config(cfg, run_options, request, results_file)
+
+
+class TestNoHbm:
+    """Every row in host memory (TBE: MANAGED)."""
+
+    def test_dynamicemb_vs_torchrec(self, cfg, run_options, request, results_file):
+        run_config(cfg, run_options, request, results_file)

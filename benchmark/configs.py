@@ -1,0 +1,218 @@
+"""Benchmark configs: the presets (DESIGN.md "Sizes"), the four storage suites, and their labels.
+
+A config is everything one test case needs to build both backends and its
+inputs; its label (``embprof.labels.make_label``) is the name it carries
+through every file the workflow writes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from embprof.labels import make_label
+
+MIB_ROWS = 1 << 20
+KIB_ROWS = 1 << 10
+# A non-exact per-table cap is rounded down to the coarsest unit that keeps at
+# least this share of the exact quotient (see per_table_cap).
+CAP_ROUNDING_KEEP = 0.95
+HYBRID_HBM_SHARE = 0.1  # TestNoCaching: share of each table's row bytes kept in GPU memory
+OPTIMIZERS = ("adam", "sgd")
+
+# Suite class name -> storage mode (labels.MODES)
+SUITES = {
+    "TestGpu": "gpu",
+    "TestCaching": "caching",
+    "TestNoCaching": "no_caching",
+    "TestNoHbm": "no_hbm",
+}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Sizes shared by every config of one run; totals are over all tables."""
+
+    name: str
+    num_tables: int
+    total_batch: int
+    dim: int
+    total_cap_hbm: int  # TestGpu: every row in GPU memory
+    total_cap: int  # the other suites
+    num_iterations: int
+    distribution: str = "pow-law"
+    alpha: float = 1.05
+    max_hotness: int = 10
+    cache_footprint_ratios: tuple[float, ...] = (0.8, 1.0)
+    poolings: tuple[str, ...] = ("none",)
+    seed: int = 42
+
+
+PRESETS = {
+    # The reference system's published configuration.
+    "seed": Preset(
+        name="seed",
+        num_tables=10,
+        total_batch=1_048_570,
+        dim=128,
+        total_cap_hbm=16 * MIB_ROWS,
+        total_cap=256 * MIB_ROWS,
+        num_iterations=100,
+    ),
+    # A 2-core CPU runs all 10 configs, both backends, in about a minute.
+    "smoke": Preset(
+        name="smoke",
+        num_tables=2,
+        total_batch=1024,
+        dim=16,
+        total_cap_hbm=2 * KIB_ROWS,
+        total_cap=8 * KIB_ROWS,
+        num_iterations=8,
+    ),
+}
+
+
+def per_table_cap(total_rows: int, num_tables: int) -> int:
+    """Rows per table when ``total_rows`` are split over ``num_tables``.
+
+    An exact quotient is kept. Otherwise it is rounded down to whole MiB-rows
+    (2^20), else whole KiB-rows (2^10), else rows: the first unit that keeps at
+    least 95% of the exact quotient. So 256M/10 = 25.6M rows -> 25M (labels
+    show ``cap=25M``, as DESIGN.md's example), and 16M/10 = 1.6M rows -> 1638K
+    (whole MiB would drop to 1M, a 37% loss).
+    """
+    if num_tables < 1 or total_rows < num_tables:
+        raise ValueError(f"cannot split {total_rows} rows over {num_tables} tables")
+    if total_rows % num_tables == 0:
+        return total_rows // num_tables
+    exact = total_rows / num_tables
+    for unit in (MIB_ROWS, KIB_ROWS):
+        rounded = (total_rows // num_tables) // unit * unit
+        if rounded >= CAP_ROUNDING_KEEP * exact:
+            return rounded
+    return total_rows // num_tables
+
+
+@dataclass(frozen=True)
+class BenchmarkConfig:
+    """One test case: a storage mode, sizes, optimizer and pooling."""
+
+    suite: str
+    mode: str
+    num_tables: int
+    batch_size: int  # per table
+    dim: int
+    optimizer: str
+    pooling: str
+    caps: tuple[int, ...]
+    cache_footprint_ratio: float | None
+    num_iterations: int
+    distribution: str
+    alpha: float
+    max_hotness: int
+    seed: int
+    learning_rate: float = 0.01
+    eps: float = 1e-8
+    beta1: float = 0.9
+    beta2: float = 0.999
+    weight_decay: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return make_label(
+            self.num_tables,
+            self.batch_size,
+            self.dim,
+            self.optimizer,
+            self.mode,
+            self.pooling,
+            self.caps,
+            self.cache_footprint_ratio,
+        )
+
+    @property
+    def caching(self) -> bool:
+        return self.mode == "caching"
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one stored row: fp32 embedding plus the optimizer state kept beside it."""
+        state = {"sgd": 0, "adam": 2 * self.dim}[self.optimizer]
+        return 4 * (self.dim + state)
+
+    def hbm_bytes_per_table(self, distinct_per_table: list[int]) -> list[int | None]:
+        """``local_hbm_for_values`` per table; ``None`` means every row in GPU memory.
+
+        TestCaching sizes the cache to the distinct ids the run touches x ratio.
+        """
+        if self.mode == "gpu":
+            return [None] * self.num_tables
+        if self.mode == "no_hbm":
+            return [0] * self.num_tables
+        return [rows * self.row_bytes for rows in self.hbm_rows_per_table(distinct_per_table)]
+
+    def hbm_rows_per_table(self, distinct_per_table: list[int]) -> list[int]:
+        """Rows of each table held in GPU memory (the cache in caching mode)."""
+        if self.mode == "gpu":
+            return list(self.caps)
+        if self.mode == "no_hbm":
+            return [0] * self.num_tables
+        if self.mode == "caching":
+            assert self.cache_footprint_ratio is not None
+            return [
+                max(1, min(cap, math.ceil(n * self.cache_footprint_ratio)))
+                for n, cap in zip(distinct_per_table, self.caps, strict=True)
+            ]
+        return [max(1, math.ceil(cap * HYBRID_HBM_SHARE)) for cap in self.caps]
+
+
+def suite_configs(
+    suite: str,
+    preset: Preset,
+    *,
+    num_tables: int | None = None,
+    num_iterations: int | None = None,
+) -> list[BenchmarkConfig]:
+    """The configs of one suite. ``num_tables`` keeps total capacity and total batch fixed."""
+    mode = SUITES[suite]
+    tables = num_tables if num_tables is not None else preset.num_tables
+    if tables < 1:
+        raise ValueError(f"--num-tables must be at least 1, got {tables}")
+    if preset.total_batch < tables:
+        raise ValueError(f"total batch {preset.total_batch} is smaller than {tables} tables")
+    total_cap = preset.total_cap_hbm if mode == "gpu" else preset.total_cap
+    cap = per_table_cap(total_cap, tables)
+    ratios: tuple[float | None, ...] = preset.cache_footprint_ratios if mode == "caching" else (None,)
+    base = BenchmarkConfig(
+        suite=suite,
+        mode=mode,
+        num_tables=tables,
+        batch_size=preset.total_batch // tables,
+        dim=preset.dim,
+        optimizer=OPTIMIZERS[0],
+        pooling=preset.poolings[0],
+        caps=(cap,) * tables,
+        cache_footprint_ratio=None,
+        num_iterations=num_iterations if num_iterations is not None else preset.num_iterations,
+        distribution=preset.distribution,
+        alpha=preset.alpha,
+        max_hotness=preset.max_hotness,
+        seed=preset.seed,
+    )
+    return [
+        replace(base, optimizer=opt, pooling=pool, cache_footprint_ratio=ratio)
+        for opt in OPTIMIZERS
+        for pool in preset.poolings
+        for ratio in ratios
+    ]
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the command line asks of one run (beyond the config itself)."""
+
+    profile: str | None = None  # None (timing), "torch", "nsys", "ncu"; ncu-gen never runs a config
+    correctness: bool = False
+    no_torchrec: bool = False
+    trace_dir: Path | None = None

@@ -1,0 +1,149 @@
+"""Command-line options of the benchmark suite, config parametrization and ``--label`` selection."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from .configs import PRESETS, SUITES, BenchmarkConfig, RunOptions, suite_configs
+
+PROFILE_MODES = ("torch", "nsys", "ncu-gen", "ncu")
+NEEDS_CUDA = ("nsys", "ncu")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dynemb benchmark")
+    group.addoption(
+        "--preset",
+        choices=sorted(PRESETS),
+        default=None,
+        help="benchmark sizes (DESIGN.md 'Sizes'); default: seed with CUDA, smoke without",
+    )
+    group.addoption(
+        "--label",
+        action="append",
+        default=[],
+        metavar="SUBSTR",
+        help="keep configs whose label contains SUBSTR ('=' allowed, unlike -k); repeatable, ANDed",
+    )
+    group.addoption(
+        "--num-tables",
+        type=int,
+        default=None,
+        help="tables per config; total capacity and total batch stay fixed",
+    )
+    group.addoption("--num-iterations", type=int, default=None, help="iterations (sampled batches) per config")
+    group.addoption(
+        "--results-file",
+        default=None,
+        help="JSON list the timing record is appended to (default: $BENCHMARK_RESULTS_FILE, else benchmark_results.json)",
+    )
+    group.addoption("--no-torchrec", action="store_true", help="skip the TorchRec/FBGEMM baseline (trc_* null)")
+    group.addoption(
+        "--correctness",
+        action="store_true",
+        help="ids in [0, cap/2), baseline rows copied into dyn, forward outputs asserted equal every iteration",
+    )
+    group.addoption("--profile", choices=PROFILE_MODES, default=None, help="profile instead of timing")
+    group.addoption("--trace-dir", default=None, help="--profile torch: directory for <label>.kineto.json.gz")
+    group.addoption(
+        "--ncu-iterations",
+        default="0",
+        help="--profile ncu-gen: iterations ncu captures, '0,3,7' or begin:end:step (default 0)",
+    )
+    group.addoption(
+        "--ncu-kernel-regex",
+        default=None,
+        help="--profile ncu-gen: emit --kernel-name 'regex:<value>' (default: every kernel in range)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Reject contradictory options up front with a one-line error (pytest exits 4)."""
+    profile = config.getoption("--profile")
+    if config.getoption("--num-iterations") is not None and config.getoption("--num-iterations") < 1:
+        raise pytest.UsageError("--num-iterations must be at least 1")
+    if config.getoption("--num-tables") is not None and config.getoption("--num-tables") < 1:
+        raise pytest.UsageError("--num-tables must be at least 1")
+    if profile == "torch" and not config.getoption("--trace-dir"):
+        raise pytest.UsageError("--profile torch needs --trace-dir DIR")
+    if profile in NEEDS_CUDA and not config.option.collectonly:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise pytest.UsageError(f"--profile {profile} needs CUDA, and torch.cuda.is_available() is False")
+    if config.getoption("--correctness"):
+        if config.getoption("--no-torchrec"):
+            raise pytest.UsageError("--correctness compares against the baseline; drop --no-torchrec")
+        if profile is not None:
+            config.issue_config_time_warning(
+                UserWarning(
+                    f"--correctness is off under --profile {profile}: a profile run captures work, it does not check it"
+                ),
+                stacklevel=2,
+            )
+            config.option.correctness = False
+
+
+def preset_name(config: pytest.Config) -> str:
+    name = config.getoption("--preset")
+    if name is None:
+        import torch
+
+        name = "seed" if torch.cuda.is_available() else "smoke"
+        config.option.preset = name
+    return name
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """One test per config of the suite, its id the config's label."""
+    if metafunc.cls is None or metafunc.cls.__name__ not in SUITES or "cfg" not in metafunc.fixturenames:
+        return
+    config = metafunc.config
+    try:
+        configs = suite_configs(
+            metafunc.cls.__name__,
+            PRESETS[preset_name(config)],
+            num_tables=config.getoption("--num-tables"),
+            num_iterations=config.getoption("--num-iterations"),
+        )
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    metafunc.parametrize("cfg", configs, ids=[c.label for c in configs])
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--label SUBSTR``: keep only configs whose label holds every SUBSTR."""
+    wanted = config.getoption("--label")
+    if not wanted:
+        return
+    keep, drop = [], []
+    for item in items:
+        cfg = getattr(getattr(item, "callspec", None), "params", {}).get("cfg")
+        if isinstance(cfg, BenchmarkConfig) and not all(s in cfg.label for s in wanted):
+            drop.append(item)
+        else:
+            keep.append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture(scope="session")
+def run_options(request: pytest.FixtureRequest) -> RunOptions:
+    config = request.config
+    trace_dir = config.getoption("--trace-dir")
+    return RunOptions(
+        profile=config.getoption("--profile"),
+        correctness=config.getoption("--correctness"),
+        no_torchrec=config.getoption("--no-torchrec"),
+        trace_dir=Path(trace_dir) if trace_dir else None,
+    )
+
+
+@pytest.fixture(scope="session")
+def results_file(request: pytest.FixtureRequest) -> Path:
+    given = request.config.getoption("--results-file")
+    return Path(given or os.environ.get("BENCHMARK_RESULTS_FILE") or "benchmark_results.json")

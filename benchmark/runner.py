@@ -1,0 +1,369 @@
+"""Running one config: warm-up, the timed loop, correctness checks and the profile modes.
+
+Timing replays the warm-up's batches with dyn and trc interleaved per
+iteration, timed with CUDA events (wall clock on the CPU) and read back once at
+the end, so timing adds no host sync inside the loop. Profile modes wrap the
+same steps in DESIGN.md's range layout and never time anything.
+
+Every backward runs with autograd's multithreading off, so its CUDA kernels
+launch on the thread that holds the ranges (the breakdown attributes kernels
+by launching thread only).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dynemb.ranges import emit_range
+from embprof.labels import sanitize_label
+
+from .backends import build_baseline, build_dynamic_tables, mirror_baseline_rows
+from .configs import BenchmarkConfig, RunOptions
+from .datagen import Batches, generate_batches
+from .results import library_versions
+
+CORRECTNESS_ATOL = 1e-4  # fp32, as the reference system's correctness mode
+CORRECTNESS_RTOL = 1e-3
+PROGRESS_MIN_ITERATIONS = 20
+
+
+class BaselineRequired(RuntimeError):
+    """Correctness mode needs the baseline, which cannot run this config."""
+
+
+@dataclass
+class Backend:
+    name: str  # "dyn" | "trc": the range name and the record's field prefix
+    module: torch.nn.Module
+
+
+@dataclass(frozen=True)
+class PhaseTimes:
+    forward_ms: float
+    backward_ms: float
+    eval_ms: float
+
+    @property
+    def train_ms(self) -> float:
+        return self.forward_ms + self.backward_ms
+
+
+def pick_device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+class Stopwatch:
+    """Marks points in the stream of work: CUDA events on a GPU, a monotonic clock on the CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def mark(self) -> Any:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            return event
+        return time.perf_counter()
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        """Valid after :meth:`settle`."""
+        if self.cuda:
+            return start.elapsed_time(end)
+        return (end - start) * 1e3
+
+    def settle(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+
+class GradSource:
+    """One fixed, seeded gradient per output shape: deterministic, and no allocation per step."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._cache: dict[tuple[Any, ...], torch.Tensor] = {}
+
+    def like(self, out: torch.Tensor) -> torch.Tensor:
+        key = (tuple(out.shape), out.dtype, out.device)
+        grad = self._cache.get(key)
+        if grad is None:
+            gen = torch.Generator(device=out.device).manual_seed(self.seed)
+            grad = torch.randn(out.shape, generator=gen, device=out.device, dtype=out.dtype)
+            self._cache[key] = grad.mul_(0.1)
+        return grad
+
+
+def backward(out: torch.Tensor, grad: torch.Tensor) -> None:
+    with torch.autograd.set_multithreading_enabled(False):
+        out.backward(grad)
+
+
+def check_outputs(dyn_out: torch.Tensor, trc_out: torch.Tensor, what: str) -> None:
+    torch.testing.assert_close(
+        dyn_out,
+        trc_out,
+        atol=CORRECTNESS_ATOL,
+        rtol=CORRECTNESS_RTOL,
+        msg=lambda m: f"dyn and trc forward outputs differ ({what}): {m}",
+    )
+
+
+@dataclass
+class Workload:
+    """A config's inputs and both backends, ready to run."""
+
+    cfg: BenchmarkConfig
+    device: torch.device
+    batches: Batches
+    backends: list[Backend]
+    trc_skip_reason: str | None
+    grads: GradSource
+    check: bool
+
+    def train_step(self, i: int, watch: Stopwatch | None = None) -> dict[str, tuple[Any, ...]]:
+        """Forward and backward of every backend on batch ``i``; the marks around each phase."""
+        indices, offsets = self.batches.indices[i], self.batches.offsets[i]
+        marks: dict[str, tuple[Any, ...]] = {}
+        outs: dict[str, torch.Tensor] = {}
+        for b in self.backends:
+            t0 = watch.mark() if watch else None
+            out = b.module(indices, offsets)
+            t1 = watch.mark() if watch else None
+            backward(out, self.grads.like(out))
+            t2 = watch.mark() if watch else None
+            marks[b.name] = (t0, t1, t2)
+            if self.check:
+                outs[b.name] = out.detach()
+        if self.check:
+            check_outputs(outs["dyn"], outs["trc"], f"train iteration {i}")
+        return marks
+
+    @torch.no_grad()
+    def eval_step(self, i: int, watch: Stopwatch | None = None) -> dict[str, tuple[Any, ...]]:
+        indices, offsets = self.batches.indices[i], self.batches.offsets[i]
+        marks: dict[str, tuple[Any, ...]] = {}
+        outs: dict[str, torch.Tensor] = {}
+        for b in self.backends:
+            t0 = watch.mark() if watch else None
+            out = b.module(indices, offsets)
+            t1 = watch.mark() if watch else None
+            marks[b.name] = (t0, t1)
+            if self.check:
+                outs[b.name] = out
+        if self.check:
+            check_outputs(outs["dyn"], outs["trc"], f"eval iteration {i}")
+        return marks
+
+    def set_training(self, training: bool) -> None:
+        for b in self.backends:
+            b.module.train(training)
+
+    def settle(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+
+def prepare(cfg: BenchmarkConfig, opts: RunOptions) -> Workload:
+    """Generate every batch first (the cache is sized from them), then build both backends."""
+    device = pick_device()
+    caps = [c // 2 for c in cfg.caps] if opts.correctness else list(cfg.caps)
+    batches = generate_batches(
+        num_iterations=cfg.num_iterations,
+        batch_size=cfg.batch_size,
+        caps=caps,
+        distribution=cfg.distribution,
+        alpha=cfg.alpha,
+        pooled=cfg.pooling != "none",
+        max_hotness=cfg.max_hotness,
+        seed=cfg.seed,
+        device=device,
+    )
+    dyn = build_dynamic_tables(cfg, cfg.hbm_bytes_per_table(batches.distinct_per_table), device)
+    backends = [Backend("dyn", dyn)]
+    skip_reason: str | None = "--no-torchrec"
+    if not opts.no_torchrec:
+        baseline = build_baseline(cfg, cfg.hbm_rows_per_table(batches.distinct_per_table), device)
+        skip_reason = baseline.skip_reason
+        if baseline.module is not None:
+            backends.append(Backend("trc", baseline.module))
+            if opts.correctness:
+                mirror_baseline_rows(baseline.module, dyn, cfg, cfg.seed)
+    if opts.correctness and len(backends) < 2:
+        raise BaselineRequired(f"correctness mode needs the baseline: {skip_reason}")
+    return Workload(
+        cfg=cfg,
+        device=device,
+        batches=batches,
+        backends=backends,
+        trc_skip_reason=skip_reason,
+        grads=GradSource(cfg.seed + 1),
+        check=opts.correctness,
+    )
+
+
+def warm_up(work: Workload) -> None:
+    """One untimed training pass over every batch; the cache state it leaves is kept."""
+    work.set_training(True)
+    for i in range(len(work.batches)):
+        work.train_step(i)
+    work.settle()
+
+
+def _progress(n: int, desc: str) -> Iterator[int]:
+    from tqdm import tqdm
+
+    return iter(tqdm(range(n), desc=desc, disable=None if n >= PROGRESS_MIN_ITERATIONS else True, leave=False))
+
+
+def time_phases(work: Workload) -> dict[str, PhaseTimes]:
+    """The timed train loop, then the timed eval loop; ms per iteration per backend."""
+    watch = Stopwatch(work.device)
+    n = len(work.batches)
+    work.set_training(True)
+    train_marks = [work.train_step(i, watch) for i in _progress(n, f"{work.cfg.label} train")]
+    work.set_training(False)
+    eval_marks = [work.eval_step(i, watch) for i in _progress(n, f"{work.cfg.label} eval")]
+    work.set_training(True)
+    watch.settle()
+    times = {}
+    for b in work.backends:
+        fwd = sum(watch.elapsed_ms(m[b.name][0], m[b.name][1]) for m in train_marks)
+        bwd = sum(watch.elapsed_ms(m[b.name][1], m[b.name][2]) for m in train_marks)
+        evl = sum(watch.elapsed_ms(m[b.name][0], m[b.name][1]) for m in eval_marks)
+        times[b.name] = PhaseTimes(fwd / n, bwd / n, evl / n)
+    return times
+
+
+def make_record(work: Workload, times: dict[str, PhaseTimes]) -> dict[str, Any]:
+    cfg, batches = work.cfg, work.batches
+    record: dict[str, Any] = {
+        "label": cfg.label,
+        "gpu_name": torch.cuda.get_device_name(work.device) if work.device.type == "cuda" else None,
+        "device": str(work.device),
+        "num_tables": cfg.num_tables,
+        "batch_size": cfg.batch_size,
+        "embedding_dim": cfg.dim,
+        "optimizer_type": cfg.optimizer,
+        "caching": cfg.caching,
+        "cache_footprint_ratio": cfg.cache_footprint_ratio,
+        "pooling_mode": cfg.pooling,
+        "num_embeddings_per_feature": list(cfg.caps),
+        "feature_distribution": cfg.distribution,
+        "alpha": cfg.alpha,
+        "max_hotness": cfg.max_hotness,
+        "avg_n_unique": batches.avg_n_unique,
+        "avg_n_total": batches.avg_n_total,
+        "num_iterations": cfg.num_iterations,
+    }
+    for name in ("dyn", "trc"):
+        t = times.get(name)
+        record[f"{name}_forward_ms"] = t.forward_ms if t else None
+        record[f"{name}_backward_ms"] = t.backward_ms if t else None
+        record[f"{name}_train_ms"] = t.train_ms if t else None
+        record[f"{name}_eval_ms"] = t.eval_ms if t else None
+    record.update(library_versions())
+    record["trc_skip_reason"] = work.trc_skip_reason
+    record["status"] = "ok"
+    for key, value in record.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{cfg.label}: {key} is {value}")
+    return record
+
+
+def run_timing(cfg: BenchmarkConfig, opts: RunOptions) -> dict[str, Any]:
+    work = prepare(cfg, opts)
+    warm_up(work)
+    return make_record(work, time_phases(work))
+
+
+# ---- profile modes -------------------------------------------------------------------------
+
+
+def _profiled_train_step(work: Workload, i: int, iteration_range: str) -> None:
+    """One iteration in DESIGN.md's layout: <iteration> > dyn|trc > forward|backward."""
+    indices, offsets = work.batches.indices[i], work.batches.offsets[i]
+    with emit_range(iteration_range):
+        for b in work.backends:
+            with emit_range(b.name):
+                with emit_range("forward"):
+                    out = b.module(indices, offsets)
+                with emit_range("backward"):
+                    backward(out, work.grads.like(out))
+
+
+def profiled_iterations(work: Workload) -> None:
+    """<label> > nsys_iter_<i> > ...: the tree torch and nsys profiles carry."""
+    work.set_training(True)
+    with emit_range(work.cfg.label):
+        for i in range(len(work.batches)):
+            _profiled_train_step(work, i, f"nsys_iter_{i}")
+    work.settle()
+
+
+@contextmanager
+def cuda_profiler_window() -> Iterator[None]:
+    """The one cudaProfilerStart/Stop window nsys (--capture-range=cudaProfilerApi) and ncu capture."""
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    try:
+        yield
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.cudart().cudaProfilerStop()
+
+
+def torch_trace_path(trace_dir: Path, label: str) -> Path:
+    return trace_dir / f"{sanitize_label(label)}.kineto.json.gz"
+
+
+def run_torch_profile(cfg: BenchmarkConfig, opts: RunOptions) -> Path:
+    """A torch.profiler Chrome trace of the sampled iterations (CPU always, CUDA when present)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    assert opts.trace_dir is not None
+    work = prepare(cfg, opts)
+    warm_up(work)
+    activities = [ProfilerActivity.CPU]
+    if work.device.type == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with profile(activities=activities) as prof:
+        profiled_iterations(work)
+    target = torch_trace_path(opts.trace_dir, cfg.label)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".json.gz", dir=target.parent)
+    os.close(fd)
+    try:
+        prof.export_chrome_trace(tmp)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return target
+
+
+def run_nsys_profile(cfg: BenchmarkConfig, opts: RunOptions) -> None:
+    """Untimed warm-up, then the sampled iterations inside one cudaProfilerStart/Stop window."""
+    work = prepare(cfg, opts)
+    warm_up(work)
+    with cuda_profiler_window():
+        profiled_iterations(work)
+
+
+def run_ncu_profile(cfg: BenchmarkConfig, opts: RunOptions) -> None:
+    """<label> > ncu_iter > iter_<i> > ...: ncu-gen's --nvtx-include picks the iterations."""
+    work = prepare(cfg, opts)
+    warm_up(work)
+    work.set_training(True)
+    with cuda_profiler_window(), emit_range(cfg.label), emit_range("ncu_iter"):
+        for i in range(len(work.batches)):
+            _profiled_train_step(work, i, f"iter_{i}")
