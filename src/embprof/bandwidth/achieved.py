@@ -1,0 +1,95 @@
+"""Achieved bandwidth of every op of one config: table bytes over measured time."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from embprof.bandwidth.table import BandwidthTable, TableError
+
+OPCALLS_NEEDED = ("backend", "phase", "parent_stages", "op", "avg_ms_per_iter")
+COLUMNS = (
+    "backend",
+    "phase",
+    "parent_stages",
+    "op",
+    "bytes_per_iter",
+    "avg_ms_per_iter",
+    "achieved_gbps",
+    "pct_of_peak",
+    "formula",
+)
+
+
+def achieved_bandwidth(
+    opcalls: pd.DataFrame,
+    record: Mapping[str, Any],
+    table: BandwidthTable,
+    peak_gbps: float | None,
+) -> tuple[pd.DataFrame, list[str]]:
+    """One row per row of ``opcalls`` (columns :data:`COLUMNS`), and notes on what was left blank.
+
+    Rows no rule matches keep empty bytes, GB/s and % of peak. Rows one rule
+    matches under the same backend, phase and stages form one group: the
+    formula's bytes over the group's summed time is every member's GB/s.
+    """
+    missing = [c for c in OPCALLS_NEEDED if c not in opcalls.columns]
+    if missing:
+        raise TableError(f"per-op CSV lacks column(s): {', '.join(missing)}")
+    rows = opcalls.loc[:, list(OPCALLS_NEEDED)].reset_index(drop=True)
+    rows["parent_stages"] = rows["parent_stages"].fillna("").astype(str)
+    ms = pd.to_numeric(rows["avg_ms_per_iter"], errors="coerce").to_numpy(dtype=float)
+    if np.isnan(ms).any() or (ms < 0).any():
+        raise TableError("per-op CSV has avg_ms_per_iter values that are not non-negative numbers")
+    variables, notes = table.variables_for(record)
+
+    rule_of = np.full(len(rows), -1)
+    for index, rule in enumerate(table.rules):
+        hit = rule.matches(rows)
+        clash = hit & (rule_of >= 0)
+        if clash.any():
+            other = table.rules[rule_of[np.argmax(clash)]].name
+            op = rows["op"].iloc[int(np.argmax(clash))]
+            raise TableError(f"op {op!r} is matched by two rules, {other!r} and {rule.name!r}")
+        rule_of[hit] = index
+
+    bytes_per_iter = np.full(len(rows), np.nan)
+    gbps = np.full(len(rows), np.nan)
+    formula = np.full(len(rows), "", dtype=object)
+    matched = rows[rule_of >= 0].assign(rule=rule_of[rule_of >= 0], ms=ms[rule_of >= 0])
+    for (rule_index, _, _, _), group in matched.groupby(
+        ["rule", "backend", "phase", "parent_stages"], sort=False
+    ):
+        rule = table.rules[rule_index]
+        members = group.index.to_numpy()
+        formula[members] = rule.label
+        undefined = sorted(rule.bytes.names - variables.keys())
+        if undefined:
+            notes.append(f"{rule.name}: no bytes, undefined {', '.join(undefined)}")
+            continue
+        total_bytes = float(rule.bytes(variables))
+        total_ms = float(group["ms"].sum())
+        if total_ms > 0:
+            bytes_per_iter[members] = total_bytes * group["ms"].to_numpy() / total_ms
+            gbps[members] = total_bytes / total_ms / 1e6
+        else:
+            bytes_per_iter[members] = total_bytes / len(members)
+    pct = gbps / peak_gbps * 100.0 if peak_gbps else np.full(len(rows), np.nan)
+    out = pd.DataFrame(
+        {
+            "backend": rows["backend"],
+            "phase": rows["phase"],
+            "parent_stages": rows["parent_stages"],
+            "op": rows["op"],
+            "bytes_per_iter": bytes_per_iter,
+            "avg_ms_per_iter": ms,
+            "achieved_gbps": gbps,
+            "pct_of_peak": pct,
+            "formula": formula,
+        },
+        columns=list(COLUMNS),
+    )
+    return out, notes
