@@ -1,0 +1,240 @@
+"""The one attribution code path (DESIGN.md, "Attribution rule").
+
+Every work item goes to the innermost range enclosing the CPU start of its
+launch on the launching thread. Each range's context (config, iteration,
+backend, phase, innermost op, the path of stage names above it) is
+propagated down the range forest one depth level at a time, so the cost is
+vectorized work per level, never per event.
+
+Layout ``default``: names classify as config (``^T\\d+_totalB``), iteration
+(``nsys_iter_<i>``), backend (``dyn``/``trc``), phase (``forward``/
+``backward``), op (``op:*``, innermost wins); every other range above the op
+is a stage. Layout ``any``: the innermost range of any name is the op, the
+ranges around it are stages, and the whole trace is one iteration of one
+config named after the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from embprof.labels import is_config_range
+
+from .errors import TraceError
+from .model import KIND_KERNEL, Trace
+from .nesting import build_forest, innermost, levels
+
+BACKENDS = ("dyn", "trc")
+PHASES = ("forward", "backward")
+ANY_BACKEND = ANY_PHASE = "all"
+_ITER = re.compile(r"^nsys_iter_(\d+)$")
+OTHER, CONFIG, ITERATION, BACKEND, PHASE, OP = range(6)
+
+
+@dataclass
+class Attributed:
+    """One trace's attributed work, grouped finely enough to merge across traces.
+
+    ``groups`` columns: label, backend, phase, parent_stages, op, is_op_range,
+    kind, kernel_name, calls, total_ns. ``busy_ns`` maps (label, backend) to the
+    union of device time; ``iterations`` maps label to its iteration count.
+    """
+
+    groups: pd.DataFrame
+    busy_ns: dict[tuple[str, str], int]
+    iterations: dict[str, int]
+
+
+def classify(names: list[str], layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per name: its class, and for backends/phases the value's index."""
+    cls = np.full(len(names), OTHER if layout == "default" else OP, dtype=np.int8)
+    val = np.full(len(names), -1, dtype=np.int64)
+    if layout != "default":
+        return cls, val
+    for i, name in enumerate(names):
+        if is_config_range(name):
+            cls[i] = CONFIG
+        elif _ITER.match(name):
+            cls[i] = ITERATION
+        elif name in BACKENDS:
+            cls[i], val[i] = BACKEND, BACKENDS.index(name)
+        elif name in PHASES:
+            cls[i], val[i] = PHASE, PHASES.index(name)
+        elif name.startswith("op:"):
+            cls[i] = OP
+    return cls, val
+
+
+def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
+    """Length of the union of [start, end) intervals."""
+    if len(start) == 0:
+        return 0
+    o = np.argsort(start, kind="stable")
+    s, e = start[o], end[o]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), dtype=bool)
+    new[1:] = s[1:] > reach[:-1]
+    seg = np.flatnonzero(new)
+    seg_end = np.append(seg[1:], len(s)) - 1
+    return int((reach[seg_end] - s[seg]).sum())
+
+
+def _path_strings(parent_path: list[np.ndarray], path_name: list[np.ndarray], names: list[str], wanted: np.ndarray) -> dict[int, str]:
+    """'/'-joined names (outer to inner) for the wanted path ids; path 0 is the empty path."""
+    par = np.concatenate([np.array([-1], np.int64), *parent_path])
+    nm = np.concatenate([np.array([-1], np.int64), *path_name])
+    memo: dict[int, str] = {0: ""}
+
+    def resolve(pid: int) -> str:
+        chain = []
+        while pid not in memo:
+            chain.append(pid)
+            pid = int(par[pid])
+        text = memo[pid]
+        for c in reversed(chain):
+            text = f"{text}/{names[nm[c]]}" if text else names[nm[c]]
+            memo[c] = text
+        return text
+
+    return {int(p): resolve(int(p)) for p in wanted}
+
+
+def attribute(trace: Trace, layout: str = "default") -> Attributed:
+    rg, wk = trace.ranges, trace.work
+    forest, p_tc = build_forest(rg.thread, rg.start, rg.end, wk.thread, wk.launch)
+    n = len(forest.start)
+    name = rg.name[forest.order]
+    name_cls, name_val = classify(rg.names, layout)
+    cls, val = name_cls[name], name_val[name]
+
+    config_of = np.full(n, -1, np.int64)
+    iter_of = np.full(n, -1, np.int64)
+    backend_of = np.full(n, -1, np.int64)
+    phase_of = np.full(n, -1, np.int64)
+    op_of = np.full(n, -1, np.int64)
+    path_of = np.zeros(n, np.int64)
+    parent_path: list[np.ndarray] = []
+    path_name: list[np.ndarray] = []
+    n_paths = 1
+    for idx in levels(forest.depth):
+        p = forest.parent[idx]
+        has = p >= 0
+        pp = np.where(has, p, 0)
+        for arr, root in ((config_of, -1), (iter_of, -1), (backend_of, -1), (phase_of, -1), (op_of, -1), (path_of, 0)):
+            arr[idx] = np.where(has, arr[pp], root)
+        c = cls[idx]
+        config_of[idx[c == CONFIG]] = idx[c == CONFIG]
+        iter_of[idx[c == ITERATION]] = idx[c == ITERATION]
+        backend_of[idx[c == BACKEND]] = val[idx[c == BACKEND]]
+        phase_of[idx[c == PHASE]] = val[idx[c == PHASE]]
+        op_of[idx[c == OP]] = idx[c == OP]
+        grow = idx[(c == OTHER) | (c == OP)]
+        if len(grow):
+            key = path_of[grow] * (len(rg.names) + 1) + name[grow]
+            uniq, inv = np.unique(key, return_inverse=True)
+            parent_path.append(uniq // (len(rg.names) + 1))
+            path_name.append(uniq % (len(rg.names) + 1))
+            path_of[grow] = n_paths + inv
+            n_paths += len(uniq)
+
+    r = innermost(forest, p_tc, wk.launch)
+    inside = r >= 0
+    rr = np.where(inside, r, 0)
+
+    def ctx(arr: np.ndarray) -> np.ndarray:
+        return np.where(inside, arr[rr], -1)
+
+    op = ctx(op_of)
+    kernel = wk.kind == KIND_KERNEL
+    has_op = op >= 0
+    op_parent = np.where(has_op, forest.parent[np.maximum(op, 0)], -1)
+    # Kernels under an op: stages are the path above the op. Copies and memsets are their
+    # own rows, with the op they ran in as their innermost stage. Outside any op: all of it.
+    stage_anchor = np.where(has_op, np.where(kernel, op_parent, op), np.where(inside, r, -1))
+    stage = np.where(stage_anchor >= 0, path_of[np.maximum(stage_anchor, 0)], 0)
+    op_is_range = has_op & kernel
+    op_code = np.where(op_is_range, name[np.maximum(op, 0)], wk.name)
+
+    if layout == "default":
+        config, iteration = ctx(config_of), ctx(iter_of)
+        backend, phase = ctx(backend_of), ctx(phase_of)
+        counted = (config >= 0) & (iteration >= 0) & (backend >= 0) & (phase >= 0)
+        label_code = np.where(counted, name[np.maximum(config, 0)], -1)
+        iter_cfg = config_of[cls == ITERATION]
+        label_names = {int(c): rg.names[int(c)] for c in np.unique(label_code[counted])}
+        iterations: dict[str, int] = {}
+        if len(iter_cfg):
+            cfg_names = pd.Series(name[iter_cfg[iter_cfg >= 0]]).value_counts()
+            iterations = {rg.names[int(k)]: int(v) for k, v in cfg_names.items()}
+        backend_names, phase_names = BACKENDS, PHASES
+    else:
+        counted = np.ones(len(r), dtype=bool)
+        label_code = np.zeros(len(r), np.int64)
+        backend = phase = np.zeros(len(r), np.int64)
+        stem = trace_stem(trace.path)
+        label_names = {0: stem}
+        iterations = {stem: 1}
+        backend_names, phase_names = (ANY_BACKEND,), (ANY_PHASE,)
+
+    if not counted.any():
+        if layout == "default" and not np.isin(name_cls, [CONFIG]).any():
+            raise TraceError(
+                trace.path,
+                "no config ranges (names like T<tables>_totalB...): not a trace of our benchmark; use --layout any",
+            )
+        raise TraceError(trace.path, "no work launched inside config/nsys_iter_<i>/dyn|trc/forward|backward ranges")
+
+    frame = pd.DataFrame({
+        "label": label_code[counted], "backend": backend[counted], "phase": phase[counted],
+        "stage": stage[counted], "op_code": op_code[counted], "is_op_range": op_is_range[counted],
+        "kind": wk.kind[counted], "kernel": wk.name[counted], "dur": (wk.end - wk.start)[counted],
+    })
+    g = frame.groupby(["label", "backend", "phase", "stage", "op_code", "is_op_range", "kind", "kernel"], sort=False)
+    groups = g["dur"].agg(calls="size", total_ns="sum").reset_index()
+
+    paths = _path_strings(parent_path, path_name, rg.names, groups["stage"].unique())
+    op_names = np.where(
+        groups["is_op_range"].to_numpy(),
+        [_op_name(rg.names[c], layout) if ir else "" for c, ir in zip(groups["op_code"], groups["is_op_range"], strict=True)],
+        [wk.names[c] if not ir else "" for c, ir in zip(groups["op_code"], groups["is_op_range"], strict=True)],
+    )
+    out = pd.DataFrame({
+        "label": groups["label"].map(label_names),
+        "backend": groups["backend"].map(dict(enumerate(backend_names))),
+        "phase": groups["phase"].map(dict(enumerate(phase_names))),
+        "parent_stages": groups["stage"].map(paths),
+        "op": op_names,
+        "is_op_range": groups["is_op_range"],
+        "kind": groups["kind"],
+        "kernel_name": groups["kernel"].map(dict(enumerate(wk.names))),
+        "calls": groups["calls"].astype(np.int64),
+        "total_ns": groups["total_ns"].astype(np.int64),
+    })
+
+    busy: dict[tuple[str, str], int] = {}
+    lb = label_code[counted] * len(backend_names) + backend[counted]
+    s, e = wk.start[counted], wk.end[counted]
+    o = np.argsort(lb, kind="stable")
+    keys, cuts = np.unique(lb[o], return_index=True)
+    for k, lo, hi in zip(keys, cuts, np.append(cuts[1:], len(o)), strict=True):
+        sel = o[lo:hi]
+        lab = label_names[int(k) // len(backend_names)]
+        busy[(lab, backend_names[int(k) % len(backend_names)])] = _union_ns(s[sel], e[sel])
+    return Attributed(groups=out, busy_ns=busy, iterations=iterations)
+
+
+def trace_stem(path) -> str:
+    """The file name without its trace suffixes: ``run.kineto.json.gz`` -> ``run``."""
+    name = path.name
+    for suffix in (".gz", ".json", ".kineto", ".sqlite", ".nsys-rep"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _op_name(range_name: str, layout: str) -> str:
+    """``op:cache_lookup`` -> ``cache_lookup`` in the default layout; any name as is otherwise."""
+    return range_name[3:] if layout == "default" and range_name.startswith("op:") else range_name

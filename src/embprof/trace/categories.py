@@ -1,0 +1,39 @@
+"""Fallback categories for work under no ``op:*`` range (``config/kernel_categories.yaml``)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from .errors import TraceError
+
+DEFAULT_CATEGORIES = Path(__file__).resolve().parents[3] / "config" / "kernel_categories.yaml"
+
+
+@dataclass(frozen=True)
+class Categories:
+    rules: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
+    unmatched: str
+
+    def of(self, short_name: str) -> str:
+        for category, patterns in self.rules:
+            if any(p.search(short_name) for p in patterns):
+                return category
+        return self.unmatched
+
+
+def load_categories(path: Path | None = None) -> Categories:
+    path = Path(path) if path is not None else DEFAULT_CATEGORIES
+    try:
+        doc = yaml.safe_load(path.read_text())
+        rules = tuple(
+            (str(c["name"]), tuple(re.compile(p) for p in c["patterns"])) for c in doc.get("categories", [])
+        )
+        return Categories(rules=rules, unmatched=str(doc.get("unmatched", "(unwrapped)")))
+    except OSError as exc:
+        raise TraceError(path, f"cannot read kernel categories: {exc.strerror}") from None
+    except (yaml.YAMLError, AttributeError, KeyError, TypeError, re.error) as exc:
+        raise TraceError(path, f"bad kernel categories file ({type(exc).__name__}: {exc}); expected categories: [{{name, patterns: [regex]}}]") from None

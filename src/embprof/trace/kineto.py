@@ -1,0 +1,146 @@
+"""PyTorch profiler (Kineto) Chrome traces, ``.json`` and ``.json.gz``.
+
+Ranges are ``user_annotation`` events (``record_function``), per pid/tid.
+GPU work (``kernel``, ``gpu_memcpy``, ``gpu_memset``) is joined to its
+``cuda_runtime``/``cuda_driver`` launch by ``args.correlation`` (a trace is
+one process). Without any GPU work the trace comes from a CPU-only run:
+leaf CPU operators (``cpu_op`` events with no ``cpu_op`` nested inside, on
+the same thread) stand in for kernels, as DESIGN.md says.
+
+Timestamps are microseconds (floats); they are made relative to the trace's
+first event before scaling to integer ns, so float64 keeps ns precision.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .errors import TraceError
+from .model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, TIME_CPU_LEAF, Ranges, Trace, Work
+from .names import kineto_memory_name, short_kernel_name
+from .nsys import join_launches
+
+_WORK_KIND = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
+_LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+
+
+def _load_events(path: Path) -> list[dict]:
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+        doc = json.loads(raw)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise TraceError(path, f"truncated or corrupt gzip stream ({exc})") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise TraceError(path, f"not valid JSON, truncated? ({exc})") from None
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise TraceError(path, "JSON without a traceEvents list: not a PyTorch profiler trace")
+    return events
+
+
+def _frame(path: Path, events: list[dict]) -> pd.DataFrame:
+    """The complete ('X') events of the categories we use, as columns."""
+    wanted = {"user_annotation", "cpu_op", *_WORK_KIND, *_LAUNCH_CATS}
+    rows = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in wanted]
+    if not rows:
+        raise TraceError(path, "no profiler events (user_annotation, cpu_op, kernel) in traceEvents")
+    df = pd.DataFrame.from_records(rows, columns=["cat", "name", "pid", "tid", "ts", "dur", "args"])
+    bad = df["ts"].isna() | pd.to_numeric(df["dur"], errors="coerce").isna()
+    ranges_bad = int((bad & (df["cat"] == "user_annotation")).sum())
+    if ranges_bad:
+        raise TraceError(path, f"{ranges_bad} user_annotation range(s) never closed (no duration)")
+    df = df[~bad]
+    ts = pd.to_numeric(df["ts"]).to_numpy(np.float64)
+    dur = pd.to_numeric(df["dur"]).to_numpy(np.float64)
+    t0 = ts.min()
+    df = df.assign(
+        start=np.rint((ts - t0) * 1000.0).astype(np.int64),
+        end=np.rint((ts - t0 + dur) * 1000.0).astype(np.int64),
+        thread=_thread_key(df["pid"], df["tid"]),
+    )
+    return df
+
+
+def _thread_key(pid: pd.Series, tid: pd.Series) -> np.ndarray:
+    """One int64 per (pid, tid); Kineto writes some tids as negative or string labels."""
+    pair = pid.astype(str) + "/" + tid.astype(str)
+    codes, _ = pd.factorize(pair)
+    return codes.astype(np.int64)
+
+
+def _correlation(args: pd.Series) -> np.ndarray:
+    return np.fromiter(
+        (a.get("correlation", -1) if isinstance(a, dict) else -1 for a in args), dtype=np.int64, count=len(args)
+    )
+
+
+def _ranges(df: pd.DataFrame) -> Ranges:
+    ann = df[df["cat"] == "user_annotation"]
+    codes, names = pd.factorize(ann["name"].astype(str))
+    return Ranges(
+        thread=ann["thread"].to_numpy(), start=ann["start"].to_numpy(), end=ann["end"].to_numpy(),
+        name=codes.astype(np.int64), names=list(names),
+    )
+
+
+def leaf_mask(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """True for intervals with no other interval of the same thread nested inside them.
+
+    Sorted by (thread, start, -end), a nested interval is always the next one
+    after its encloser, so one shifted comparison decides it.
+    """
+    order = np.lexsort((-end, start, thread))
+    t, s, e = thread[order], start[order], end[order]
+    has_child = np.zeros(len(order), dtype=bool)
+    has_child[:-1] = (t[1:] == t[:-1]) & (s[1:] >= s[:-1]) & (e[1:] <= e[:-1])
+    mask = np.empty(len(order), dtype=bool)
+    mask[order] = ~has_child
+    return mask
+
+
+def read_kineto(path: Path) -> Trace:
+    df = _frame(path, _load_events(path))
+    ranges = _ranges(df)
+    gpu = df[df["cat"].isin(list(_WORK_KIND))]
+    if len(gpu):
+        launches = df[df["cat"].isin(_LAUNCH_CATS)]
+        kind = gpu["cat"].map(_WORK_KIND).to_numpy(np.int8)
+        short = np.where(
+            kind == KIND_KERNEL,
+            gpu["name"].astype(str).map(short_kernel_name).to_numpy(object),
+            [kineto_memory_name(n, c) for n, c in zip(gpu["name"].astype(str), gpu["cat"], strict=True)],
+        )
+        codes, names = pd.factorize(pd.Series(short))
+        w_corr, r_corr = _correlation(gpu["args"]), _correlation(launches["args"])
+        idx = join_launches(np.zeros(len(gpu), np.int64), w_corr, np.zeros(len(launches), np.int64), r_corr)
+        found = idx >= 0
+        if not found.any():
+            raise TraceError(path, f"none of the {len(gpu)} GPU events has a cuda_runtime/cuda_driver launch with its correlation id")
+        li = idx[found]
+        work = Work(
+            thread=launches["thread"].to_numpy()[li], launch=launches["start"].to_numpy()[li],
+            start=gpu["start"].to_numpy()[found], end=gpu["end"].to_numpy()[found],
+            name=codes[found].astype(np.int64), kind=kind[found], names=list(names),
+        )
+        return Trace(path=path, ranges=ranges, work=work, dropped_unlaunched=int((~found).sum()))
+
+    ops = df[df["cat"] == "cpu_op"]
+    if ops.empty:
+        raise TraceError(path, "no GPU kernels and no cpu_op events: nothing to attribute")
+    th, st, en = ops["thread"].to_numpy(), ops["start"].to_numpy(), ops["end"].to_numpy()
+    leaf = leaf_mask(th, st, en)
+    codes, names = pd.factorize(ops["name"].astype(str)[leaf])
+    work = Work(
+        thread=th[leaf], launch=st[leaf], start=st[leaf], end=en[leaf],
+        name=codes.astype(np.int64), kind=np.zeros(int(leaf.sum()), np.int8), names=list(names),
+    )
+    return Trace(path=path, ranges=ranges, work=work, time_source=TIME_CPU_LEAF)
