@@ -1,0 +1,89 @@
+"""The autograd function: lookup in forward, fused optimizer update in backward.
+
+There are no autograd parameters: backward sums the gradients of each unique id
+and applies the optimizer to the stored rows directly, as TBE does. The function
+takes a zero-size anchor tensor that requires grad so autograd calls backward.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from dynemb.options import PoolingMode
+from dynemb.ranges import emit_range, op_range
+from dynemb.segments import UniqueIds, pool, reduce_grads, segmented_unique, unpool_grad
+from dynemb.storage import UpdatePlan
+from dynemb.validation import BatchLayout
+
+if TYPE_CHECKING:
+    from dynemb.tables import BatchedDynamicEmbeddingTables
+
+
+@dataclass(frozen=True)
+class TableBatch:
+    """What backward needs of one table's part of the batch."""
+
+    unique: UniqueIds
+    plan: UpdatePlan | None
+    start: int
+    stop: int
+    lengths: torch.Tensor | None  # bag lengths (pooled modes)
+
+
+def bag_lengths(layout: BatchLayout, table: int) -> torch.Tensor:
+    first = table * layout.batch_size
+    window = layout.offsets[first : first + layout.batch_size + 1]
+    return window[1:] - window[:-1]
+
+
+def lookup_batch(module: BatchedDynamicEmbeddingTables, indices: torch.Tensor, layout: BatchLayout, training: bool) -> tuple[torch.Tensor, list[TableBatch]]:
+    """Output in TBE layout and, per table, what backward needs."""
+    outputs: list[torch.Tensor] = []
+    saved: list[TableBatch] = []
+    pooled = module.pooling_mode is not PoolingMode.NONE
+    for t, table in enumerate(module.tables):
+        start, stop = layout.bounds[t], layout.bounds[t + 1]
+        with op_range("segmented_unique"):
+            unique = segmented_unique(indices[start:stop])
+        emb, plan = table.lookup(unique.keys, unique.counts, training)
+        lengths = bag_lengths(layout, t) if pooled else None
+        with op_range("gather_embedding"):
+            rows = emb[unique.inverse]
+            outputs.append(pool(rows, lengths, module.pooling_mode) if pooled else rows)
+        saved.append(TableBatch(unique, plan, start, stop, lengths))
+    output = torch.cat(outputs, dim=1 if pooled else 0) if len(outputs) > 1 else outputs[0]
+    return output, saved
+
+
+class DynamicEmbeddingFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, anchor: torch.Tensor, module: BatchedDynamicEmbeddingTables, indices: torch.Tensor, layout: BatchLayout) -> torch.Tensor:  # noqa: ARG004 - anchor only links the graph
+        with emit_range("DynamicEmbeddingFunction.forward"):
+            output, saved = lookup_batch(module, indices, layout, training=True)
+        ctx.module = module
+        ctx.saved = saved
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output: torch.Tensor) -> tuple[None, None, None, None]:
+        module: BatchedDynamicEmbeddingTables = ctx.module
+        with emit_range("DynamicEmbeddingFunction.backward"):
+            grad_output = grad_output.contiguous()
+            module.step += 1
+            column = 0
+            for table, batch in zip(module.tables, ctx.saved, strict=True):
+                with op_range("reduce_grads"):
+                    if batch.lengths is None:
+                        index_grads = grad_output[batch.start : batch.stop]
+                    else:
+                        bag_grads = grad_output[:, column : column + table.dim]
+                        index_grads = unpool_grad(bag_grads, batch.lengths, module.pooling_mode, batch.stop - batch.start)
+                    unique_grads = reduce_grads(index_grads, batch.unique) if batch.stop > batch.start else None
+                column += table.dim
+                if unique_grads is not None and batch.plan is not None:
+                    table.apply_gradients(batch.plan, unique_grads, module.step)
+        ctx.saved = None
+        return None, None, None, None

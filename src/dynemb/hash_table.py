@@ -1,0 +1,155 @@
+"""A bucketed hash table over arbitrary int64 keys, with a score per slot.
+
+Layout: ``keys``, ``scores`` and ``occupied`` are ``[num_buckets, bucket_capacity]``;
+slot ``b * bucket_capacity + p`` is also the row index of the key's values in the
+row store. An ``occupied`` flag (not a sentinel key) marks used slots, so every
+int64 is a valid key. All operations are vectorized over a batch of keys: a find
+is one gather of the candidate buckets and one compare; an insert sorts the new
+keys by bucket, ranks them within it, and hands each the next free or lowest-score
+slot of its bucket. No Python loop runs per key and no probe loop syncs the host.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dynemb.hashing import bucket_of
+
+_INT64_MIN = torch.iinfo(torch.int64).min
+_INT64_MAX = torch.iinfo(torch.int64).max
+# Keys per chunk in find: bounds the [chunk, bucket_capacity] compare matrix.
+_FIND_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Evicted:
+    """Keys pushed out of their slots by an insert; their rows are still in place."""
+
+    keys: torch.Tensor
+    slots: torch.Tensor
+    scores: torch.Tensor
+
+    @property
+    def count(self) -> int:
+        return self.keys.numel()
+
+
+class BucketedHashTable:
+    """Key -> slot map with score-based eviction inside each bucket."""
+
+    def __init__(self, num_buckets: int, bucket_capacity: int, device: torch.device) -> None:
+        if num_buckets <= 0 or bucket_capacity <= 0:
+            raise ValueError(f"a hash table needs buckets and slots, got {num_buckets} x {bucket_capacity}")
+        self.num_buckets = num_buckets
+        self.bucket_capacity = bucket_capacity
+        self.device = device
+        self.keys = torch.zeros(num_buckets, bucket_capacity, dtype=torch.int64, device=device)
+        # Scores carry one spare entry past the end: writes for slot -1 land there, so
+        # score updates of a batch with absent ids need no mask (and no host sync).
+        self._scores_with_spare = torch.zeros(self.capacity + 1, dtype=torch.int64, device=device)
+        self.scores = self._scores_with_spare[:-1].view(num_buckets, bucket_capacity)
+        self.occupied = torch.zeros(num_buckets, bucket_capacity, dtype=torch.bool, device=device)
+        # One extra entry absorbs writes for slot -1, so protecting never needs a mask.
+        self._protected = torch.zeros(self.capacity + 1, dtype=torch.bool, device=device)
+        # Bumped whenever slots change owner: lets callers know if saved slots are stale.
+        self.version = 0
+
+    @property
+    def capacity(self) -> int:
+        return self.num_buckets * self.bucket_capacity
+
+    def buckets(self, keys: torch.Tensor) -> torch.Tensor:
+        return bucket_of(keys, self.num_buckets)
+
+    def find(self, keys: torch.Tensor) -> torch.Tensor:
+        """Slot of each key, -1 where absent."""
+        if keys.numel() <= _FIND_CHUNK:
+            return self._find_chunk(keys)
+        return torch.cat([self._find_chunk(chunk) for chunk in keys.split(_FIND_CHUNK)])
+
+    def _find_chunk(self, keys: torch.Tensor) -> torch.Tensor:
+        buckets = self.buckets(keys)
+        hit = (self.keys[buckets] == keys.unsqueeze(1)) & self.occupied[buckets]
+        found = hit.any(dim=1)
+        position = hit.to(torch.uint8).argmax(dim=1)
+        slots = buckets * self.bucket_capacity + position
+        return torch.where(found, slots, torch.full_like(slots, -1))
+
+    def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
+        """Scores at ``slots``; 0 for slot -1."""
+        found = slots >= 0
+        return torch.where(found, self._scores_with_spare[self._or_spare(slots)], 0)
+
+    def _or_spare(self, slots: torch.Tensor) -> torch.Tensor:
+        return torch.where(slots >= 0, slots, self.capacity)
+
+    def set_scores(self, slots: torch.Tensor, scores: torch.Tensor) -> None:
+        """Overwrite scores at ``slots`` (unique); slot -1 entries are ignored."""
+        self._scores_with_spare[self._or_spare(slots)] = scores
+
+    def add_scores(self, slots: torch.Tensor, increments: torch.Tensor) -> None:
+        """Add to scores at ``slots`` (unique); slot -1 entries are ignored."""
+        self._scores_with_spare.index_add_(0, self._or_spare(slots), increments)
+
+    def insert(self, keys: torch.Tensor, scores: torch.Tensor, protect: torch.Tensor | None = None) -> tuple[torch.Tensor, Evicted]:
+        """Give each new key a slot; return the slots (-1: its bucket had no slot left) and the evicted keys.
+
+        ``keys`` must be unique and absent from the table. Within a bucket the new
+        keys (in the order of ``keys``) take empty slots first, then occupied slots
+        by ascending score (ties: lower position first). Slots in ``protect`` (ids
+        this batch already uses; -1 allowed) and slots taken by this insert are never
+        evicted, so a batch never pushes out its own ids.
+        """
+        n = keys.numel()
+        if n == 0:
+            empty = torch.empty(0, dtype=torch.int64, device=self.device)
+            return empty, Evicted(empty, empty, empty)
+        cap = self.bucket_capacity
+        sorted_buckets, order = torch.sort(self.buckets(keys), stable=True)
+        touched, counts = torch.unique_consecutive(sorted_buckets, return_counts=True)
+        group = torch.repeat_interleave(torch.arange(touched.numel(), device=self.device), counts, output_size=n)
+        rank = torch.arange(n, device=self.device) - (torch.cumsum(counts, 0) - counts)[group]
+
+        if protect is not None:
+            self._protected[protect] = True  # -1 lands on the spare last entry
+        priority = torch.where(self.occupied[touched], self.scores[touched], _INT64_MIN)
+        blocked = self._protected[: self.capacity].view(self.num_buckets, cap)[touched]
+        priority = torch.where(blocked, _INT64_MAX, priority)
+        if protect is not None:
+            self._protected[protect] = False
+        ordered_priority, candidate = torch.sort(priority, dim=1, stable=True)
+        eligible = (ordered_priority != _INT64_MAX).sum(dim=1)
+
+        placed = rank < eligible[group]
+        position = candidate[group, rank.clamp(max=cap - 1)]
+        sorted_slots = torch.where(placed, touched[group] * cap + position, -1)
+
+        taken = sorted_slots[placed]
+        keys_flat, scores_flat, occupied_flat = self.keys.view(-1), self.scores.view(-1), self.occupied.view(-1)
+        was_occupied = occupied_flat[taken]
+        evicted_slots = taken[was_occupied]
+        evicted = Evicted(keys_flat[evicted_slots], evicted_slots, scores_flat[evicted_slots])
+
+        keys_flat[taken] = keys[order][placed]
+        scores_flat[taken] = scores[order][placed]
+        occupied_flat[taken] = True
+        slots = torch.empty_like(sorted_slots)
+        slots[order] = sorted_slots
+        self.version += 1
+        return slots, evicted
+
+    def max_keys_per_bucket(self, keys: torch.Tensor) -> int:
+        """Most of ``keys`` that share one bucket: above bucket_capacity, one insert cannot hold them all."""
+        if keys.numel() == 0:
+            return 0
+        return int(torch.bincount(self.buckets(keys), minlength=1).max())
+
+    def items(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(keys, slots, scores) of every occupied slot, in slot order."""
+        slots = torch.nonzero(self.occupied.view(-1)).squeeze(1)
+        return self.keys.view(-1)[slots], slots, self.scores.view(-1)[slots]
+
+    def size(self) -> int:
+        return int(self.occupied.sum())

@@ -1,0 +1,38 @@
+"""64-bit integer mixing on tensors: bucket choice and counter-based random numbers.
+
+torch has no unsigned 64-bit arithmetic, so the SplitMix64 finalizer is written on
+int64 with wrapping multiplication and logical (not arithmetic) right shifts.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def _signed(value: int) -> int:
+    """An unsigned 64-bit constant as the int64 with the same bits."""
+    return value - (1 << 64) if value >= (1 << 63) else value
+
+
+MIX_MUL_1 = _signed(0xBF58476D1CE4E5B9)
+MIX_MUL_2 = _signed(0x94D049BB133111EB)
+GOLDEN_GAMMA = _signed(0x9E3779B97F4A7C15)
+
+
+def shift_right_logical(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """``x >>> bits`` for int64 tensors (zero-filled, as for uint64)."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def mix64(x: torch.Tensor) -> torch.Tensor:
+    """SplitMix64's finalizer: every input bit affects every output bit."""
+    x = x ^ shift_right_logical(x, 30)
+    x = x * MIX_MUL_1
+    x = x ^ shift_right_logical(x, 27)
+    x = x * MIX_MUL_2
+    return x ^ shift_right_logical(x, 31)
+
+
+def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
+    """Bucket index in ``[0, num_buckets)`` of each int64 key (negative keys too)."""
+    return torch.remainder(mix64(keys), num_buckets)

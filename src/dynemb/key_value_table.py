@@ -1,0 +1,60 @@
+"""One tier of storage: a bucketed hash table whose slots index a row store."""
+
+from __future__ import annotations
+
+import torch
+
+from dynemb.hash_table import BucketedHashTable, Evicted
+from dynemb.row_store import RowStore
+
+
+class KeyValueTable:
+    """id -> row of ``width`` floats, with eviction of the lowest-score id of a full bucket."""
+
+    def __init__(self, num_buckets: int, bucket_capacity: int, width: int, device_rows: int, device: torch.device) -> None:
+        self.index = BucketedHashTable(num_buckets, bucket_capacity, device)
+        self.rows = RowStore(self.index.capacity, width, device_rows, device)
+        self.device = device
+
+    @property
+    def capacity(self) -> int:
+        return self.index.capacity
+
+    @property
+    def version(self) -> int:
+        return self.index.version
+
+    def find(self, keys: torch.Tensor) -> torch.Tensor:
+        return self.index.find(keys)
+
+    def insert(self, keys: torch.Tensor, scores: torch.Tensor, protect: torch.Tensor | None = None) -> tuple[torch.Tensor, Evicted]:
+        """Slots for new ``keys`` (rows not yet written); evicted ids' rows are still readable."""
+        return self.index.insert(keys, scores, protect)
+
+    def upsert(self, keys: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor) -> tuple[int, int]:
+        """Write ``rows`` for unique ``keys``, overwriting present ids and inserting the rest.
+
+        Returns (ids evicted to make room, ids that found no slot). Used for
+        write-back from a cache and for loading checkpoints.
+        """
+        if keys.numel() == 0:
+            return 0, 0
+        slots = self.find(keys)
+        self.index.set_scores(slots, scores)
+        missing = torch.nonzero(slots < 0).squeeze(1)
+        evicted_count = 0
+        if missing.numel():
+            new_slots, evicted = self.insert(keys[missing], scores[missing], protect=slots)
+            slots[missing] = new_slots
+            evicted_count = evicted.count
+        self.rows.scatter(slots, rows)
+        unplaced = int((slots < 0).sum()) if missing.numel() else 0
+        return evicted_count, unplaced
+
+    def items(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(ids, rows, scores) of everything stored."""
+        keys, slots, scores = self.index.items()
+        return keys, self.rows.gather(slots), scores
+
+    def size(self) -> int:
+        return self.index.size()

@@ -1,0 +1,64 @@
+"""Rows of values: embedding and optimizer state side by side, ``[rows, dim + state_width]``.
+
+Row ``capacity`` (one past the last slot) is a spare row: gathers and scatters for
+slot -1 (an id that found no slot) are redirected there, so the hot path needs no
+mask and no host sync. Rows below ``device_rows`` live on the compute device, the
+rest in host memory (pinned when CUDA is present): all-device is the GPU mode,
+none-on-device the HOST mode, anything between the HYBRID mode.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class RowStore:
+    """Fixed-size row storage split between device and host memory at ``device_rows``."""
+
+    def __init__(self, capacity: int, width: int, device_rows: int, device: torch.device) -> None:
+        total = capacity + 1  # the spare row
+        self.capacity = capacity
+        self.width = width
+        self.device = device
+        self.device_rows = min(device_rows, total)
+        self.device_part = torch.zeros(self.device_rows, width, dtype=torch.float32, device=device)
+        host_rows = total - self.device_rows
+        pin = device.type == "cuda"
+        self.host_part = torch.zeros(host_rows, width, dtype=torch.float32, pin_memory=pin)
+
+    def _spare(self, slots: torch.Tensor) -> torch.Tensor:
+        return torch.where(slots >= 0, slots, self.capacity)
+
+    def gather(self, slots: torch.Tensor, columns: int | None = None) -> torch.Tensor:
+        """Rows at ``slots`` (first ``columns`` columns only, if given) on the compute device."""
+        slots = self._spare(slots)
+        if self.host_part.shape[0] == 0:
+            source = self.device_part if columns is None else self.device_part[:, :columns]
+            return source[slots]
+        if self.device_rows == 0:
+            source = self.host_part if columns is None else self.host_part[:, :columns]
+            return source[slots.cpu()].to(self.device, non_blocking=True)
+        width = self.width if columns is None else columns
+        out = torch.empty(slots.numel(), width, dtype=torch.float32, device=self.device)
+        on_device = slots < self.device_rows
+        local = torch.nonzero(on_device).squeeze(1)
+        out[local] = self.device_part[slots[local], :width]
+        remote = torch.nonzero(~on_device).squeeze(1)
+        host_slots = (slots[remote] - self.device_rows).cpu()
+        out[remote] = self.host_part[host_slots, :width].to(self.device, non_blocking=True)
+        return out
+
+    def scatter(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
+        """Write full rows at ``slots`` (slot -1 writes go to the spare row)."""
+        slots = self._spare(slots)
+        if self.host_part.shape[0] == 0:
+            self.device_part[slots] = rows
+            return
+        if self.device_rows == 0:
+            self.host_part[slots.cpu()] = rows.cpu()
+            return
+        on_device = slots < self.device_rows
+        local = torch.nonzero(on_device).squeeze(1)
+        self.device_part[slots[local]] = rows[local]
+        remote = torch.nonzero(~on_device).squeeze(1)
+        self.host_part[(slots[remote] - self.device_rows).cpu()] = rows[remote].cpu()
