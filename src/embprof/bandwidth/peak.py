@@ -19,11 +19,12 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
-
-import torch
+from typing import TYPE_CHECKING, Literal
 
 from embprof.bandwidth.table import BandwidthTable
+
+if TYPE_CHECKING:
+    import torch
 
 Source = Literal["measured", "datasheet"]
 FIELDS = ("device", "name", "peak_gbps", "source", "method", "date")
@@ -47,6 +48,8 @@ class Peak:
 def device_name(device: str) -> str:
     """The name a device reports: the GPU's marketing name, or the CPU model."""
     if device.startswith("cuda"):
+        import torch
+
         return torch.cuda.get_device_name(torch.device(device))
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -60,6 +63,8 @@ def device_name(device: str) -> str:
 def resolve_device(device: str) -> str:
     """``auto`` becomes ``cuda:0`` where CUDA works, else ``cpu``; ``cuda`` becomes ``cuda:0``."""
     if device == "auto":
+        import torch
+
         return "cuda:0" if torch.cuda.is_available() else "cpu"
     if device == "cuda":
         return "cuda:0"
@@ -70,6 +75,8 @@ def resolve_device(device: str) -> str:
 
 def measure_peak(device: str, nbytes: int | None = None, repeats: int = 10) -> Peak:
     """Best-of-``repeats`` copy bandwidth of ``nbytes``-sized buffers on ``device``."""
+    import torch  # only measuring needs it; reading a cached peak must stay cheap
+
     device = resolve_device(device)
     kind = "cuda" if device.startswith("cuda") else "cpu"
     if kind == "cuda" and not torch.cuda.is_available():
@@ -111,6 +118,8 @@ def _time_copies(src: torch.Tensor, dst: torch.Tensor, repeats: int) -> list[flo
 
 
 def _time_copies_cuda(src: torch.Tensor, dst: torch.Tensor, repeats: int) -> list[float]:
+    import torch
+
     dst.copy_(src)
     torch.cuda.synchronize(src.device)
     events = [

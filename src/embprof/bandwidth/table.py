@@ -147,14 +147,14 @@ class Rule:
     def matches(self, rows: pd.DataFrame) -> np.ndarray:
         """Boolean mask over ``rows`` (columns backend, phase, op)."""
         op = rows["op"].astype(str).str.removeprefix("op:")
-        hit = op.isin(self.ops).to_numpy()
+        hit = op.isin(self.ops)
         if self.op_regex is not None:
-            hit |= op.str.contains(self.op_regex, regex=True).to_numpy()
+            hit |= op.map(lambda name: self.op_regex.search(name) is not None).astype(bool)
         if self.backend != "any":
-            hit &= (rows["backend"] == self.backend).to_numpy()
+            hit &= rows["backend"] == self.backend
         if self.phase is not None:
-            hit &= (rows["phase"] == self.phase).to_numpy()
-        return hit
+            hit &= rows["phase"] == self.phase
+        return hit.to_numpy(dtype=bool)
 
     @property
     def label(self) -> str:

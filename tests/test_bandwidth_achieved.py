@@ -1,0 +1,134 @@
+"""Achieved GB/s and % of peak per op: bytes from the table over the CSV's time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from embprof.bandwidth.achieved import COLUMNS, achieved_bandwidth
+from embprof.bandwidth.table import TableError, load_table
+
+TABLE = load_table()
+ROW = 64 * 4
+RECORD = {
+    "label": "T1_totalB1000_D64_adam_gpu_pool=none_cap=1M",
+    "avg_n_total": 1000.0,
+    "avg_n_unique": 250.0,
+    "embedding_dim": 64,
+    "num_tables": 1,
+    "batch_size": 1000,
+    "optimizer_type": "adam",
+    "pooling_mode": "none",
+}
+GATHER_BYTES = 250 * ROW + 1000 * 8 + 1000 * ROW
+TBE_BACKWARD_BYTES = 1000 * ROW + 1000 * 8 + 2 * 250 * (ROW + 2 * ROW)
+
+
+def _opcalls(rows: list[tuple[str, str, str, str, float]]) -> pd.DataFrame:
+    return pd.DataFrame(
+        rows, columns=["backend", "phase", "parent_stages", "op", "avg_ms_per_iter"]
+    )
+
+
+def test_one_op_gbps_and_pct() -> None:
+    frame, notes = achieved_bandwidth(
+        _opcalls([("dyn", "forward", "DynamicEmbeddingFunction.forward", "gather_embedding", 0.5)]),
+        RECORD,
+        TABLE,
+        peak_gbps=10.0,
+    )
+    assert list(frame.columns) == list(COLUMNS) and not notes
+    row = frame.iloc[0]
+    assert row["bytes_per_iter"] == GATHER_BYTES
+    assert row["achieved_gbps"] == pytest.approx(GATHER_BYTES / 0.5e-3 / 1e9)
+    assert row["pct_of_peak"] == pytest.approx(GATHER_BYTES / 0.5e-3 / 1e9 / 10.0 * 100)
+    assert row["formula"].startswith("gather_embedding: ")
+
+
+def test_ops_without_formula_stay_empty() -> None:
+    frame, _ = achieved_bandwidth(
+        _opcalls(
+            [
+                ("dyn", "forward", "prefetch", "cache_lookup", 0.2),
+                ("trc", "backward", "", "memset", 0.1),
+            ]
+        ),
+        RECORD,
+        TABLE,
+        peak_gbps=10.0,
+    )
+    assert frame[["bytes_per_iter", "achieved_gbps", "pct_of_peak"]].isna().all().all()
+    assert (frame["formula"] == "").all()
+
+
+def test_split_kernels_share_the_group_bandwidth() -> None:
+    warp = "split_embedding_nobag_backward_codegen_adam_unweighted_kernel_warp_per_row_1"
+    cta = "split_embedding_nobag_backward_codegen_adam_unweighted_kernel_cta_per_row_1"
+    frame, _ = achieved_bandwidth(
+        _opcalls([("trc", "backward", "", warp, 0.3), ("trc", "backward", "", cta, 0.1)]),
+        RECORD,
+        TABLE,
+        None,
+    )
+    group_gbps = TBE_BACKWARD_BYTES / 0.4e-3 / 1e9
+    np.testing.assert_allclose(frame["achieved_gbps"], [group_gbps, group_gbps])
+    np.testing.assert_allclose(
+        frame["bytes_per_iter"], [TBE_BACKWARD_BYTES * 0.75, TBE_BACKWARD_BYTES * 0.25]
+    )
+    assert frame["pct_of_peak"].isna().all()
+
+
+def test_same_op_under_two_stages_counts_the_bytes_twice() -> None:
+    frame, _ = achieved_bandwidth(
+        _opcalls(
+            [
+                ("dyn", "forward", "dynamicemb_prefetch", "gather_embedding", 0.5),
+                ("dyn", "forward", "DynamicEmbeddingFunction.forward", "gather_embedding", 0.25),
+            ]
+        ),
+        RECORD,
+        TABLE,
+        None,
+    )
+    np.testing.assert_allclose(frame["bytes_per_iter"], [GATHER_BYTES, GATHER_BYTES])
+    np.testing.assert_allclose(
+        frame["achieved_gbps"], [GATHER_BYTES / 0.5e-3 / 1e9, GATHER_BYTES / 0.25e-3 / 1e9]
+    )
+
+
+def test_zero_time_has_bytes_but_no_rate() -> None:
+    frame, _ = achieved_bandwidth(
+        _opcalls([("dyn", "backward", "", "reduce_grads", 0.0)]), RECORD, TABLE, 5.0
+    )
+    assert frame["bytes_per_iter"].iloc[0] == 1000 * ROW + 1000 * 8 + 250 * ROW
+    assert np.isnan(frame["achieved_gbps"].iloc[0]) and np.isnan(frame["pct_of_peak"].iloc[0])
+
+
+def test_unknown_optimizer_blanks_only_the_update() -> None:
+    frame, notes = achieved_bandwidth(
+        _opcalls(
+            [
+                ("dyn", "forward", "", "gather_embedding", 0.5),
+                ("dyn", "backward", "", "optimizer_update_fused", 0.5),
+            ]
+        ),
+        RECORD | {"optimizer_type": "lamb"},
+        TABLE,
+        None,
+    )
+    assert frame["achieved_gbps"].notna().tolist() == [True, False]
+    assert frame["formula"].iloc[1].startswith("optimizer_update: ")
+    assert any(n.startswith("optimizer_update: no bytes, undefined") for n in notes)
+
+
+def test_bad_csv_is_an_error() -> None:
+    with pytest.raises(TableError, match="avg_ms_per_iter"):
+        achieved_bandwidth(
+            pd.DataFrame({"backend": ["dyn"], "phase": ["forward"], "op": ["x"]}),
+            RECORD,
+            TABLE,
+            None,
+        )
+    with pytest.raises(TableError, match="not non-negative"):
+        achieved_bandwidth(_opcalls([("dyn", "forward", "", "x", -1.0)]), RECORD, TABLE, None)

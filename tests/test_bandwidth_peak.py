@@ -1,0 +1,109 @@
+"""The peak: measured on this machine's host memory, cached, re-used; datasheet only for absent GPUs."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from embprof.bandwidth.peak import FIELDS, PeakError, measure_peak, read_peak, write_peak
+
+SCRIPT = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / "peak_bandwidth.py"
+_spec = importlib.util.spec_from_file_location("peak_bandwidth_script", SCRIPT)
+assert _spec is not None and _spec.loader is not None
+script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(script)
+
+
+def test_cpu_copy_is_measured() -> None:
+    peak = measure_peak("cpu", nbytes=32 << 20, repeats=3)
+    assert peak.source == "measured" and peak.device == "cpu" and peak.name
+    # A real host copy: well above a disk, well below any memory system built so far.
+    assert 0.2 < peak.peak_gbps < 5000
+    assert "32 MiB" in peak.method and "best of 3" in peak.method
+
+
+def test_round_trip_and_malformed_files(tmp_path: Path) -> None:
+    peak = measure_peak("cpu", nbytes=4 << 20, repeats=1)
+    path = tmp_path / "sub" / "peak_bandwidth.json"
+    write_peak(peak, path)
+    assert set(json.loads(path.read_text())) == set(FIELDS)
+    assert read_peak(path) == peak
+    path.write_text(json.dumps({"device": "cpu"}))
+    with pytest.raises(PeakError, match="needs the fields"):
+        read_peak(path)
+    path.write_text(json.dumps(json.loads(json.dumps(peak.__dict__)) | {"peak_gbps": -1}))
+    with pytest.raises(PeakError, match="positive"):
+        read_peak(path)
+    path.write_text("{")
+    with pytest.raises(PeakError, match="not JSON"):
+        read_peak(path)
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(PeakError, match="device must be"):
+        measure_peak("tpu")
+    with pytest.raises(PeakError, match="repeats"):
+        measure_peak("cpu", nbytes=1 << 20, repeats=0)
+
+
+def test_script_measures_then_reuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "peak_bandwidth.json"
+    args = ["--out", str(out), "--device", "cpu", "--size-mib", "8", "--repeats", "2"]
+    assert script.main(args) == 0
+    first = out.read_text()
+    assert json.loads(first)["source"] == "measured"
+    assert script.main(args) == 0
+    assert out.read_text() == first
+    assert "re-used" in capsys.readouterr().err
+    assert script.main([*args, "--force"]) == 0
+    assert "wrote" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a local GPU would be measured instead")
+def test_script_uses_the_datasheet_for_an_absent_gpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = tmp_path / "benchmark_results.json"
+    records.write_text(
+        json.dumps([{"label": "a", "device": "cuda:0", "gpu_name": "NVIDIA H200"}] * 2)
+    )
+    out = tmp_path / "peak_bandwidth.json"
+    assert script.main(["--out", str(out), "--records", str(records)]) == 0
+    peak = read_peak(out)
+    assert (peak.device, peak.name, peak.peak_gbps, peak.source) == (
+        "cuda:0",
+        "NVIDIA H200",
+        4800.0,
+        "datasheet",
+    )
+    assert peak.method.startswith("datasheet:")
+
+    records.write_text(
+        json.dumps([{"label": "a", "device": "cuda:0", "gpu_name": "Unheard-of GPU"}])
+    )
+    other = tmp_path / "other.json"
+    assert script.main(["--out", str(other), "--records", str(records)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (
+        "peak_bandwidth.py: error: cannot measure 'Unheard-of GPU' here and config/bandwidth.yaml"
+        " has no datasheet entry for it"
+    )
+    assert not other.exists() and not list(tmp_path.glob(".other.json*"))
+
+
+def test_script_rejects_mixed_devices_and_absent_cuda(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = tmp_path / "r.json"
+    records.write_text(
+        json.dumps([{"device": "cpu"}, {"device": "cuda:0", "gpu_name": "NVIDIA H200"}])
+    )
+    assert script.main(["--out", str(tmp_path / "p.json"), "--records", str(records)]) == 1
+    assert "several devices" in capsys.readouterr().err
+    if not torch.cuda.is_available():
+        assert script.main(["--out", str(tmp_path / "p.json"), "--device", "cuda"]) == 1
+        assert "CUDA is not available" in capsys.readouterr().err
