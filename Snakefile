@@ -1,0 +1,35 @@
+# From benchmark test ids to one shareable latency report (docs/DESIGN.md).
+#   snakemake --cores 1 report
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/collect.smk"
+include: "rules/profile.smk"
+include: "rules/export.smk"
+include: "rules/breakdown.smk"
+include: "rules/sunburst.smk"
+include: "rules/timing.smk"
+include: "rules/report.smk"
+
+
+# Cheap whole-workflow steps stay on the submitting host under a cluster executor.
+localrules:
+    all,
+    collect,
+    status,
+    environment,
+    aggregate,
+    latency_plot,
+    report,
+
+
+rule all:
+    default_target: True
+    input:
+        get_final_output(),

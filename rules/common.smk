@@ -1,0 +1,159 @@
+# Config validation, the profiler choice, wildcard constraints and every input
+# function. Nothing here imports torch or runs pytest: parsing stays cheap.
+import os
+import shlex
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+
+from embprof.workflow.configs import code_digest, code_files, overrides_for, read_table
+from embprof.workflow.profiler import (
+    TRACE_SUFFIX,
+    ProfilerError,
+    find_nsys,
+    resolve_profiler,
+)
+from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
+from embprof.workflow.steps import StepRecord
+from embprof.workflow.validation import ConfigError, validate_config
+
+try:
+    validate_config(config, Path(workflow.basedir) / "config" / "schemas" / "config.schema.yaml")
+except ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
+
+put_interpreter_first_on_path()
+
+try:
+    NSYS = find_nsys(config["nsys"]) if config["profiler"] != "torch" else None
+    PROFILER = resolve_profiler(config["profiler"], NSYS)
+except ProfilerError as exc:
+    raise WorkflowError(f"config: {exc}") from None
+# Jobs started elsewhere (cluster nodes re-parse this file) resolve `auto` the same way.
+pin_profiler(PROFILER)
+TRACE = f"results/traces/{{label}}{TRACE_SUFFIX[PROFILER]}"
+if PROFILER == "nsys" and NSYS is None:
+    NSYS = "nsys"  # not on this host's PATH; the job looks it up where it runs
+NSYS_ARG = f"--nsys {shlex.quote(NSYS)}" if NSYS else ""
+
+# Code a step depends on. Rules take these digests as params (editing the code
+# re-runs them; a fresh clone with new mtimes re-runs nothing) and list the
+# files as ancient() inputs.
+CODE = {
+    "measured": ["benchmark", "src/dynemb"],
+    "breakdown": ["workflow/scripts/breakdown.py", "src/embprof/trace"],
+    "sunburst": ["workflow/scripts/sunburst.py", "src/embprof/plots"],
+    "aggregate": ["workflow/scripts/aggregate.py"],
+    "latency_plot": ["workflow/scripts/latency_plot.py", "src/embprof/plots"],
+    "report": ["workflow/scripts/report.py", "src/embprof/report", "src/embprof/plots"],
+}
+DIGEST = {step: code_digest(paths, root=workflow.basedir) for step, paths in CODE.items()}
+
+
+wildcard_constraints:
+    label=r"T\d+_totalB\d+_D\d+_[A-Za-z0-9_.=-]+",
+
+
+def get_code_files(step):
+    """The code files of a step, as ancient() inputs: declared, but mtimes never re-run it."""
+    return [ancient(f) for f in code_files(CODE[step], root=workflow.basedir)]
+
+
+@lru_cache(maxsize=4)
+def _read_configs(path, mtime_ns):
+    return {c.label: c.test_id for c in read_table(path)}
+
+
+def get_configs():
+    """label -> test id, from the collect checkpoint's table."""
+    table = checkpoints.collect.get().output.table
+    return _read_configs(table, os.stat(table).st_mtime_ns)
+
+
+def get_labels():
+    return list(get_configs())
+
+
+def get_test_id(wildcards):
+    configs = get_configs()
+    if wildcards.label not in configs:
+        raise WorkflowError(f"{wildcards.label} is not a config in results/configs.tsv")
+    return configs[wildcards.label]
+
+
+def get_run_settings(label):
+    """The config's run settings: the global keys, then every matching override."""
+    settings = {
+        "num_iterations": config["num_iterations"],
+        "profile_iterations": config["profile_iterations"],
+        "torchrec": config["torchrec"],
+        "extra_args": [],
+    }
+    settings.update(overrides_for(label, config["overrides"]))
+    return settings
+
+
+def _options(settings, iterations_key):
+    options = []
+    if settings[iterations_key] is not None:
+        options.append(f"--num-iterations {int(settings[iterations_key])}")
+    if not settings["torchrec"]:
+        options.append("--no-torchrec")
+    options += [shlex.quote(f"--extra-arg={arg}") for arg in settings["extra_args"]]
+    return " ".join(options)
+
+
+def get_profile_options(wildcards):
+    return _options(get_run_settings(wildcards.label), "profile_iterations")
+
+
+def get_timing_options(wildcards):
+    return _options(get_run_settings(wildcards.label), "num_iterations")
+
+
+def get_breakdown_trace(wildcards):
+    if PROFILER == "nsys":
+        return f"results/sqlite/{wildcards.label}.sqlite"
+    return TRACE.format(label=wildcards.label)
+
+
+def profile_ok(label):
+    """Whether the config's profile worked (re-evaluated once its checkpoint has run)."""
+    return StepRecord.read(checkpoints.profile.get(label=label).output.record).ok
+
+
+def get_timing_files(wildcards):
+    return expand("results/timing/{label}.json", label=get_labels())
+
+
+def get_status_files(wildcards):
+    return expand("results/status/{label}.json", label=get_labels())
+
+
+def get_profiled_outputs(wildcards):
+    """Per-op tables and sunbursts of the configs whose profile worked (a failed one has none)."""
+    labels = [label for label in get_labels() if profile_ok(label)]
+    return {
+        "opcalls": expand("results/opcalls/opcalls__{label}.csv", label=labels),
+        "sunburst": expand("results/sunburst/{label}.{ext}", label=labels, ext=["png", "html"]),
+    }
+
+
+def get_collect_options():
+    """The config's selection as collect.py options (-k expression, label substrings)."""
+    options = [shlex.quote(f"--select={config['select']}")] if config["select"] else []
+    options += [shlex.quote(f"--label={s}") for s in config["labels"]]
+    return " ".join(options)
+
+
+def get_compare_option(wildcards):
+    compare_to = config["compare_to"]
+    return f"--compare-to {shlex.quote(compare_to)}" if compare_to else ""
+
+
+def get_final_output():
+    return ["results/report/index.html", "results/report/summary.md"]

@@ -1,0 +1,27 @@
+checkpoint profile:
+    # One profiler process per config. A checkpoint because whether it worked
+    # decides what the report needs: a crashed benchmark leaves an empty trace
+    # and a failed record, and the report lists it instead of its sunburst.
+    input:
+        table=ancient("results/configs.tsv"),
+        code=get_code_files("measured"),
+    output:
+        trace=TRACE,
+        record="results/steps/profile/{label}.json",
+    params:
+        test_id=get_test_id,
+        preset=config["preset"],
+        profiler=PROFILER,
+        nsys=NSYS_ARG,
+        options=get_profile_options,
+        code=DIGEST["measured"],
+    log:
+        "results/logs/profile/{label}.log",
+    benchmark:
+        "results/benchmarks/profile/{label}.tsv"
+    conda:
+        "../envs/benchmark.yaml"
+    shell:
+        "python workflow/scripts/profile.py --test-id {params.test_id:q} --label {wildcards.label}"
+        " --preset {params.preset} --profiler {params.profiler} {params.nsys} {params.options}"
+        " --trace {output.trace} --record {output.record} --log {log} > {log} 2>&1"
