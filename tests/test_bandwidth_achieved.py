@@ -132,3 +132,12 @@ def test_bad_csv_is_an_error() -> None:
         )
     with pytest.raises(TableError, match="not non-negative"):
         achieved_bandwidth(_opcalls([("dyn", "forward", "", "x", -1.0)]), RECORD, TABLE, None)
+
+
+def test_no_record_keeps_formulas_but_no_bytes() -> None:
+    frame, notes = achieved_bandwidth(
+        _opcalls([("dyn", "forward", "", "gather_embedding", 0.5)]), None, TABLE, 10.0
+    )
+    assert frame["formula"].iloc[0].startswith("gather_embedding: ")
+    assert frame[["bytes_per_iter", "achieved_gbps", "pct_of_peak"]].isna().all().all()
+    assert notes == ["no benchmark record (its timing run failed?): no bytes for any op"]

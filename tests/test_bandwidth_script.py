@@ -184,3 +184,15 @@ def test_bad_input_is_one_line_and_writes_nothing(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("bandwidth.py: error: ") and message in lines[0]
     assert not out.exists() and not list(cwd.glob(".bw.csv*"))
+
+
+def test_failed_timing_run_writes_empty_bandwidth(
+    inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    inputs["record"].write_text("[]")
+    out = inputs["dir"] / "bw.csv"
+    args = [str(inputs["opcalls"]), "--record", str(inputs["record"]), "--out", str(out)]
+    assert script.main(args) == 0
+    frame = pd.read_csv(out)
+    assert len(frame) == len(pd.read_csv(inputs["opcalls"])) and frame["achieved_gbps"].isna().all()
+    assert "timing run failed" in capsys.readouterr().err

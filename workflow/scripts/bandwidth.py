@@ -70,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bandwidth.py: {label}: {note}", file=sys.stderr)
     if (
         peak is not None
+        and record is not None
         and record.get("gpu_name")
         and peak.device.startswith("cuda")
         and peak.name != record["gpu_name"]
@@ -105,7 +106,8 @@ def _read_opcalls(path: Path) -> pd.DataFrame:
         raise InputError(f"{path}: not a per-op CSV: {str(exc).splitlines()[0]}") from None
 
 
-def _find_record(path: Path, label: str) -> dict[str, Any]:
+def _find_record(path: Path, label: str) -> dict[str, Any] | None:
+    """The config's record; ``None`` for an empty list (the workflow's mark of a failed timing run)."""
     try:
         raw = json.loads(path.read_text())
     except OSError as exc:
@@ -113,6 +115,8 @@ def _find_record(path: Path, label: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
     records = raw if isinstance(raw, list) else [raw]
+    if not records:
+        return None
     wanted = sanitize_label(label)
     for record in records:
         if isinstance(record, dict) and sanitize_label(str(record.get("label", ""))) == wanted:

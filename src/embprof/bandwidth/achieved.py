@@ -26,7 +26,7 @@ COLUMNS = (
 
 def achieved_bandwidth(
     opcalls: pd.DataFrame,
-    record: Mapping[str, Any],
+    record: Mapping[str, Any] | None,
     table: BandwidthTable,
     peak_gbps: float | None,
 ) -> tuple[pd.DataFrame, list[str]]:
@@ -35,6 +35,8 @@ def achieved_bandwidth(
     Rows no rule matches keep empty bytes, GB/s and % of peak. Rows one rule
     matches under the same backend, phase and stages form one group: the
     formula's bytes over the group's summed time is every member's GB/s.
+    Without a record (the config's timing run failed, so no ids were counted)
+    every row keeps its formula but no bytes.
     """
     missing = [c for c in OPCALLS_NEEDED if c not in opcalls.columns]
     if missing:
@@ -44,7 +46,9 @@ def achieved_bandwidth(
     ms = pd.to_numeric(rows["avg_ms_per_iter"], errors="coerce").to_numpy(dtype=float)
     if np.isnan(ms).any() or (ms < 0).any():
         raise TableError("per-op CSV has avg_ms_per_iter values that are not non-negative numbers")
-    variables, notes = table.variables_for(record)
+    variables, notes = table.variables_for(record) if record is not None else ({}, [])
+    if record is None:
+        notes.append("no benchmark record (its timing run failed?): no bytes for any op")
 
     rule_of = np.full(len(rows), -1)
     for index, rule in enumerate(table.rules):
@@ -67,8 +71,9 @@ def achieved_bandwidth(
         members = group.index.to_numpy()
         formula[members] = rule.label
         undefined = sorted(rule.bytes.names - variables.keys())
-        if undefined:
+        if undefined and record is not None:
             notes.append(f"{rule.name}: no bytes, undefined {', '.join(undefined)}")
+        if undefined:
             continue
         total_bytes = float(rule.bytes(variables))
         total_ms = float(group["ms"].sum())
