@@ -1,0 +1,1 @@
+"""Figures of the report: per-config sunbursts, the latency plot, and their static export."""

@@ -1,0 +1,275 @@
+"""Assemble the report folder: index.html, summary.md and figures/*.png.
+
+The figures are rebuilt from the same data and builders that the sunburst and
+latency steps used, then embedded as JSON with plotly.js inline once, so the
+page opens offline from a copied folder. PNGs the earlier steps already
+rendered are copied; only missing ones go through kaleido, all in one browser.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+from markupsafe import Markup
+
+from embprof.plots.export import PngJob, export_pngs
+from embprof.plots.figures import BACKEND_NAMES, dom_id, figure_div
+from embprof.plots.files import write_text_atomic
+from embprof.plots.latency import latency_figure
+from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
+from embprof.report import compare, environment, markdown
+from embprof.report.html import LegendItem, legend_items, render
+from embprof.report.load import (
+    BusyTime,
+    InputError,
+    busy_json,
+    opcalls_csv,
+    read_busy,
+    read_configs,
+    read_environment,
+    read_opcalls,
+    read_results,
+    read_statuses,
+)
+from embprof.report.tables import (
+    HEADLINE_VIEW,
+    TOP_OPS_VIEW,
+    Cells,
+    busy_note,
+    config_legends,
+    headline,
+    to_cells,
+    top_ops,
+)
+
+TITLE = "DynamicEmb vs TorchRec TBE: latency report"
+FIGURES = "figures"
+LATENCY_PNG = "latency.png"
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    results: Path
+    configs: Path
+    opcalls_dir: Path
+    sunburst_dir: Path
+    latency_html: Path
+    status_dir: Path
+    environment: Path
+    out_dir: Path
+    compare_to: Path | None = None
+
+
+@dataclass
+class _Run:
+    """Everything one results folder holds that the report reads."""
+
+    records: list[dict[str, Any]]
+    opcalls: dict[str, pd.DataFrame]
+    busy: dict[str, BusyTime | None] = field(default_factory=dict)
+
+
+def _load_opcalls(
+    opcalls_dir: Path, labels: list[str]
+) -> tuple[dict[str, pd.DataFrame], dict[str, BusyTime | None]]:
+    frames, busy = {}, {}
+    for label in labels:
+        path = opcalls_csv(opcalls_dir, label)
+        if path.exists():
+            frames[label] = read_opcalls(path)
+            busy[label] = read_busy(busy_json(opcalls_dir, label))
+    return frames, busy
+
+
+def _load_previous(folder: Path) -> _Run:
+    if not folder.is_dir():
+        raise InputError(f"--compare-to {folder}: no such directory")
+    records = read_results(folder / "benchmark_results.json")
+    frames, busy = _load_opcalls(folder / "opcalls", [r["label"] for r in records])
+    return _Run(records, frames, busy)
+
+
+@dataclass(frozen=True)
+class _Section:
+    label: str
+    anchor: str
+    figure_id: str
+    figure_div: str
+    png: str
+    legends: list[LegendItem]
+    message: str
+
+
+@dataclass(frozen=True)
+class _Failed:
+    label: str
+    anchor: str
+    step: str
+    returncode: str
+    log: str
+    log_tail: str
+
+
+@dataclass(frozen=True)
+class _Comparison:
+    name: str
+    configs: Cells
+    ops: Cells
+
+
+def sunburst_png_name(label: str) -> str:
+    return f"sunburst__{label}.png"
+
+
+def build_report(inputs: ReportInputs) -> Path:
+    """Write the report folder and return the path of its index.html."""
+    records = read_results(inputs.results)
+    configs = read_configs(inputs.configs)
+    statuses = read_statuses(inputs.status_dir)
+    env = read_environment(inputs.environment)
+    test_ids = dict(zip(configs["label"], configs["test_id"], strict=True))
+    labels = sorted(set(test_ids) | {r["label"] for r in records})
+    by_label = {r["label"]: r for r in records}
+    failed_steps = {lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"]}
+    opcalls, busy = _load_opcalls(inputs.opcalls_dir, labels)
+    previous = _load_previous(inputs.compare_to) if inputs.compare_to else None
+
+    out = Path(inputs.out_dir)
+    figures_dir = out / FIGURES
+    latency = latency_figure(records)
+    sunbursts = {
+        label: sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label))
+        for label, frame in opcalls.items()
+    }
+    _write_pngs(
+        figures_dir,
+        {LATENCY_PNG: (latency, inputs.latency_html.with_suffix(".png"))}
+        | {
+            sunburst_png_name(label): (fig, inputs.sunburst_dir / f"{label}.png")
+            for label, fig in sunbursts.items()
+        },
+    )
+
+    cpu_note = environment.CPU_STAND_IN_NOTE if environment.cpu_stand_in(env, busy.values()) else ""
+    head = to_cells(headline(labels, by_label, failed_steps), HEADLINE_VIEW)
+    top = to_cells(top_ops(opcalls), TOP_OPS_VIEW)
+    sections = [
+        _section(label, opcalls.get(label), sunbursts.get(label), busy.get(label), failed_steps)
+        for label in labels
+    ]
+    failed = [_failed(statuses[label]) for label in sorted(failed_steps)]
+    comparison = _comparison(records, opcalls, previous, inputs.compare_to)
+
+    summary = markdown.summary(
+        title=TITLE,
+        environment_line=environment.one_line(env),
+        cpu_note=cpu_note,
+        headline=head,
+        failed=[markdown.FailedSummary(f.label, f.step, f.returncode, f.log_tail) for f in failed],
+        top_ops=to_cells(top_ops(opcalls, limit=10), TOP_OPS_VIEW),
+        comparison_name=comparison.name if comparison else None,
+        config_deltas=comparison.configs if comparison else None,
+        op_deltas=comparison.ops if comparison else None,
+    )
+    page = render(
+        "report.html.j2",
+        title=TITLE,
+        subtitle=environment.one_line(env),
+        cpu_note=cpu_note,
+        headline=head,
+        trc_notes=[(r["label"], r["trc_skip_reason"]) for r in records if r.get("trc_skip_reason")],
+        latency={
+            "id": "latency-plot",
+            "div": Markup(figure_div(latency, "latency-plot")),
+            "png": f"{FIGURES}/{LATENCY_PNG}",
+        },
+        top_ops=top,
+        comparison=comparison,
+        sections=sections,
+        failed=failed,
+        environment=environment.environment_rows(env),
+    )
+    write_text_atomic(out / "summary.md", summary)
+    return write_text_atomic(out / "index.html", page)
+
+
+def _write_pngs(figures_dir: Path, wanted: Mapping[str, tuple[go.Figure, Path]]) -> None:
+    """Copy PNGs that earlier steps rendered, export the rest in one session, drop stale ones."""
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    jobs = []
+    for name, (fig, rendered) in wanted.items():
+        target = figures_dir / name
+        if rendered.is_file():
+            tmp = target.with_name(f".{name}.copy")
+            shutil.copyfile(rendered, tmp)
+            tmp.replace(target)
+        else:
+            jobs.append(PngJob(fig, target))
+    export_pngs(jobs)
+    for stale in figures_dir.glob("*.png"):
+        if stale.name not in wanted:
+            stale.unlink()
+
+
+def _section(
+    label: str,
+    frame: pd.DataFrame | None,
+    fig: go.Figure | None,
+    busy: BusyTime | None,
+    failed_steps: Mapping[str, str],
+) -> _Section:
+    anchor = dom_id("config", label)
+    if frame is None or fig is None:
+        reason = (
+            f"No breakdown: the {failed_steps[label]} step failed (see Failed configs)."
+            if label in failed_steps
+            else "No breakdown: the workflow wrote no per-op CSV for this config."
+        )
+        return _Section(label, anchor, "", "", "", [], reason)
+    legends = config_legends(frame)
+    notes = {b: busy_note(busy, b) for b in legends}
+    names = {b: f"{BACKEND_NAMES.get(b, b)} ({b})" for b in legends}
+    figure_id = dom_id("sunburst", label)
+    return _Section(
+        label=label,
+        anchor=anchor,
+        figure_id=figure_id,
+        figure_div=Markup(figure_div(fig, figure_id)),
+        png=f"{FIGURES}/{sunburst_png_name(label)}",
+        legends=legend_items(legends, notes, names),
+        message="",
+    )
+
+
+def _failed(status: Mapping[str, Any]) -> _Failed:
+    return _Failed(
+        label=status["label"],
+        anchor=dom_id("failed", status["label"]),
+        step=str(status["failed_step"]),
+        returncode=str(status["returncode"]),
+        log=str(status["log"]),
+        log_tail=str(status["log_tail"] or ""),
+    )
+
+
+def _comparison(
+    records: list[dict[str, Any]],
+    opcalls: dict[str, pd.DataFrame],
+    previous: _Run | None,
+    folder: Path | None,
+) -> _Comparison | None:
+    if previous is None or folder is None:
+        return None
+    return _Comparison(
+        name=str(folder),
+        configs=to_cells(
+            compare.config_deltas(records, previous.records), compare.CONFIG_DELTA_VIEW
+        ),
+        ops=to_cells(compare.op_deltas(opcalls, previous.opcalls), compare.OP_DELTA_VIEW),
+    )

@@ -1,0 +1,69 @@
+"""The environment a report's numbers come from, as rows for people to read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from embprof.report.load import BusyTime
+
+CPU_STAND_IN_NOTE = (
+    "CPU leaf operators stand in for kernels: this profile came from the PyTorch "
+    "profiler on a machine without a GPU, so times are CPU times of leaf operators."
+)
+FIELDS = (
+    ("device", "device"),
+    ("gpu_name", "GPU"),
+    ("driver", "driver"),
+    ("cpu_name", "CPU"),
+    ("profiler", "profiler"),
+    ("nsys_version", "Nsight Systems"),
+    ("preset", "preset"),
+    ("python", "Python"),
+    ("torch", "torch"),
+    ("fbgemm_gpu", "fbgemm_gpu"),
+    ("torchrec", "torchrec"),
+    ("snakemake", "Snakemake"),
+    ("date", "date"),
+    ("hostname", "host"),
+)
+UNKNOWN = "unknown"
+
+
+def environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Known fields in a fixed order, then any extra ones by name; null shows as unknown."""
+    known = [(title, _text(env.get(key))) for key, title in FIELDS]
+    extra = [(key, _text(env[key])) for key in sorted(env) if key not in dict(FIELDS)]
+    return known + extra
+
+
+def _text(value: Any) -> str:
+    return UNKNOWN if value is None or value == "" else str(value)
+
+
+def cpu_stand_in(env: Mapping[str, Any], busy: Iterable[BusyTime | None]) -> bool:
+    """Whether op times are CPU leaf-operator times rather than GPU kernel times.
+
+    The breakdown's sidecar says so directly; without one, a torch-profiler run
+    on a machine without a GPU name means the same.
+    """
+    sources = [b.time_source for b in busy if b is not None]
+    if sources:
+        return "cpu-leaf-ops" in sources
+    device = str(env.get("device") or "").lower()
+    return env.get("profiler") == "torch" and (env.get("gpu_name") is None or device == "cpu")
+
+
+def one_line(env: Mapping[str, Any]) -> str:
+    """Device, profiler, preset, library versions and date for a summary's first line."""
+    device = env.get("gpu_name") or env.get("cpu_name") or env.get("device") or UNKNOWN
+    parts = [
+        f"device: {device}",
+        f"profiler: {_text(env.get('profiler'))}",
+        f"preset: {_text(env.get('preset'))}",
+        f"torch {_text(env.get('torch'))}",
+        f"fbgemm_gpu {_text(env.get('fbgemm_gpu'))}",
+        f"torchrec {_text(env.get('torchrec'))}",
+        f"date: {_text(env.get('date'))}",
+    ]
+    return " · ".join(parts)

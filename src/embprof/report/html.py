@@ -1,0 +1,60 @@
+"""HTML pages from Jinja templates: plotly.js inline once per page, figures as inline JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup
+
+from embprof.plots.figures import plotly_js
+from embprof.report.tables import LEGEND_VIEW, Cells, to_cells
+
+
+@dataclass(frozen=True)
+class LegendItem:
+    title: str
+    note: str
+    cells: Cells
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("embprof.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(template: str, **context: Any) -> str:
+    """Render a page; ``*_div`` values and plotly.js are trusted HTML made by plotly."""
+    return _environment().get_template(template).render(plotly_js=Markup(plotly_js()), **context)
+
+
+def legend_items(
+    legends: dict[str, pd.DataFrame], notes: dict[str, str], names: dict[str, str]
+) -> list[LegendItem]:
+    return [
+        LegendItem(title=names.get(b, b), note=notes.get(b, ""), cells=to_cells(t, LEGEND_VIEW))
+        for b, t in legends.items()
+    ]
+
+
+def figure_page(
+    title: str, figure_id: str, figure_div: str, items: list[LegendItem], note: str = ""
+) -> str:
+    """A page of its own for one figure (and its legend tables), readable offline."""
+    return render(
+        "figure_page.html.j2",
+        title=title,
+        figure_id=figure_id,
+        figure_div=Markup(figure_div),
+        legend_items=items,
+        note=note,
+    )

@@ -1,0 +1,194 @@
+"""Readers for the files the workflow hands to the report (formats: docs/DESIGN.md).
+
+Every reader checks what it relies on and raises :class:`InputError` with one
+line naming the file and what is wrong, so scripts can exit cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from embprof.labels import parse_label, sanitize_label
+
+OPCALLS_COLUMNS = (
+    "backend",
+    "phase",
+    "parent_stages",
+    "op",
+    "calls_per_iter",
+    "avg_ms_per_iter",
+    "total_ms",
+    "num_iters",
+    "kernel_names",
+    "fallback_category",
+)
+TEXT_COLUMNS = ("backend", "phase", "parent_stages", "op", "kernel_names", "fallback_category")
+NUMBER_COLUMNS = ("calls_per_iter", "avg_ms_per_iter", "total_ms", "num_iters")
+TIME_SOURCES = ("gpu-kernels", "cpu-leaf-ops")
+STATUS_KEYS = ("label", "ok", "failed_step", "returncode", "log", "log_tail")
+
+
+class InputError(ValueError):
+    """An input file is missing or does not follow its contract."""
+
+
+def opcalls_csv(opcalls_dir: Path, label: str) -> Path:
+    return Path(opcalls_dir) / f"opcalls__{sanitize_label(label)}.csv"
+
+
+def busy_json(opcalls_dir: Path, label: str) -> Path:
+    return Path(opcalls_dir) / f"opcalls__{sanitize_label(label)}.busy.json"
+
+
+def read_json(path: Path) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
+
+
+def read_opcalls(path: Path) -> pd.DataFrame:
+    """The per-op CSV of one config, text columns as str ('' for empty), numbers as float."""
+    path = Path(path)
+    try:
+        frame = pd.read_csv(
+            path, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False, na_values={}
+        )
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a readable CSV ({exc})") from None
+    except pd.errors.EmptyDataError:
+        raise InputError(f"{path}: empty file, expected a header row") from None
+    missing = [c for c in OPCALLS_COLUMNS if c not in frame.columns]
+    if missing:
+        raise InputError(f"{path}: missing column(s) {', '.join(missing)}")
+    frame = frame[list(OPCALLS_COLUMNS)].copy()
+    for column in NUMBER_COLUMNS:
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        bad = ~np.isfinite(values) | (values < 0)
+        if bad.any():
+            line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
+            raise InputError(
+                f"{path}: line {line}: {column} must be a finite number >= 0, "
+                f"got {frame[column].iloc[line - 2]!r}"
+            )
+        frame[column] = values
+    empty_key = (frame["backend"] == "") | (frame["phase"] == "") | (frame["op"] == "")
+    if empty_key.any():
+        line = int(np.flatnonzero(empty_key.to_numpy())[0]) + 2
+        raise InputError(f"{path}: line {line}: backend, phase and op must not be empty")
+    return frame
+
+
+@dataclass(frozen=True)
+class BusyTime:
+    """The breakdown's sidecar: busy ms per iteration per backend, and what was timed."""
+
+    ms_per_iter: dict[str, float]
+    time_source: str
+
+    @property
+    def cpu_leaf_ops(self) -> bool:
+        return self.time_source == "cpu-leaf-ops"
+
+
+def read_busy(path: Path) -> BusyTime | None:
+    """The ``.busy.json`` sidecar, or ``None`` when the breakdown wrote none."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    source = data.get("time_source")
+    if source not in TIME_SOURCES:
+        raise InputError(f"{path}: time_source must be one of {TIME_SOURCES}, got {source!r}")
+    per_backend = data.get("busy_ms_per_iter", data)
+    if not isinstance(per_backend, dict):
+        raise InputError(f"{path}: busy_ms_per_iter must be an object backend -> ms")
+    busy = {}
+    for backend, value in per_backend.items():
+        if backend == "time_source" or isinstance(value, (dict, list, str)) or value is None:
+            continue
+        if isinstance(value, bool) or not math.isfinite(float(value)) or float(value) < 0:
+            raise InputError(f"{path}: busy ms of {backend!r} must be a number >= 0, got {value!r}")
+        busy[str(backend)] = float(value)
+    return BusyTime(ms_per_iter=busy, time_source=source)
+
+
+def _check_label(path: Path, label: Any, where: str) -> str:
+    if not isinstance(label, str):
+        raise InputError(f"{path}: {where}: label must be a string, got {label!r}")
+    try:
+        parse_label(label)
+    except ValueError as exc:
+        raise InputError(f"{path}: {where}: {exc}") from None
+    return label
+
+
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """``benchmark_results.json``: a list of per-config records, each with a valid label."""
+    return check_results(read_json(Path(path)), Path(path))
+
+
+def check_results(data: Any, path: Path) -> list[dict[str, Any]]:
+    """``data`` is a list of record objects with valid, unique labels (``path`` names it in errors)."""
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
+    for i, record in enumerate(data):
+        if not isinstance(record, dict):
+            raise InputError(f"{path}: record {i} is not an object")
+        _check_label(path, record.get("label"), f"record {i}")
+    labels = [r["label"] for r in data]
+    if len(set(labels)) != len(labels):
+        dup = next(lab for lab in labels if labels.count(lab) > 1)
+        raise InputError(f"{path}: label {dup!r} appears more than once")
+    return data
+
+
+def read_configs(path: Path) -> pd.DataFrame:
+    """``configs.tsv``: header ``test_id<TAB>label``, one row per config."""
+    path = Path(path)
+    try:
+        frame = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise InputError(f"{path}: not a readable TSV ({exc})") from None
+    if list(frame.columns[:2]) != ["test_id", "label"]:
+        raise InputError(f"{path}: header must be 'test_id<TAB>label', got {list(frame.columns)}")
+    for i, label in enumerate(frame["label"]):
+        _check_label(path, label, f"row {i + 2}")
+    return frame[["test_id", "label"]]
+
+
+def read_statuses(status_dir: Path) -> dict[str, dict[str, Any]]:
+    """``status/<label>.json`` of every config, by label."""
+    status_dir = Path(status_dir)
+    if not status_dir.is_dir():
+        raise InputError(f"{status_dir}: no such directory")
+    statuses = {}
+    for path in sorted(status_dir.glob("*.json")):
+        data = read_json(path)
+        if not isinstance(data, dict) or any(k not in data for k in STATUS_KEYS):
+            raise InputError(f"{path}: expected an object with keys {', '.join(STATUS_KEYS)}")
+        statuses[_check_label(path, data["label"], "status")] = data
+    return statuses
+
+
+def read_environment(path: Path) -> dict[str, Any]:
+    data = read_json(Path(path))
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected a JSON object")
+    return data

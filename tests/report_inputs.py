@@ -1,0 +1,118 @@
+"""Inputs of the plots and the report in the formats of docs/DESIGN.md, written to tmp dirs.
+
+Values are shaped like a smoke run's: a dyn breakdown with stages and op ranges,
+a trc breakdown of TBE kernels without op ranges, timings in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from embprof.labels import make_label
+
+COLUMNS = [
+    "backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter",
+    "total_ms", "num_iters", "kernel_names", "fallback_category",
+]
+NUM_ITERS = 5
+# (backend, phase, parent_stages, op, calls/iter, ms/iter, kernel names, fallback category)
+DYN_ROWS = [
+    ("dyn", "forward", "dynamicemb_prefetch", "segmented_unique", 2, 0.410, "aten::unique_dim", ""),
+    ("dyn", "forward", "dynamicemb_prefetch", "cache_lookup", 2, 0.220, "aten::index_select", ""),
+    ("dyn", "forward", "dynamicemb_prefetch/cache_miss", "storage_find", 2, 0.130, "aten::eq", ""),
+    ("dyn", "forward", "DynamicEmbeddingFunction.forward", "gather_embedding", 2, 0.300, "aten::index_select", ""),
+    ("dyn", "forward", "", "aten::copy_", 4, 0.050, "aten::copy_", "memcpy"),
+    ("dyn", "backward", "DynamicEmbeddingFunction.backward", "reduce_grads", 2, 0.520, "aten::index_add_", ""),
+    ("dyn", "backward", "DynamicEmbeddingFunction.backward", "optimizer_update_fused", 2, 0.270, "aten::add_", ""),
+]
+TRC_ROWS = [
+    ("trc", "forward", "", "embedding_codegen_forward_unweighted", 1, 0.180, "fbgemm::split_embedding_codegen_lookup", "embedding"),
+    ("trc", "backward", "", "embedding_codegen_backward_sgd", 1, 0.350, "fbgemm::split_embedding_backward_codegen", "embedding"),
+    ("trc", "backward", "", "aten::zeros", 1, 0.020, "aten::zeros", "memset"),
+]
+
+
+def opcalls_frame(scale: float = 1.0, with_trc: bool = True) -> pd.DataFrame:
+    rows = DYN_ROWS + (TRC_ROWS if with_trc else [])
+    return pd.DataFrame(
+        [
+            (b, ph, st, op, calls, ms * scale, ms * scale * NUM_ITERS, NUM_ITERS, kn, cat)
+            for b, ph, st, op, calls, ms, kn, cat in rows
+        ],
+        columns=COLUMNS,
+    )
+
+
+LABELS = [
+    make_label(2, 256, 16, "sgd", "gpu", "none", [4096, 4096]),
+    make_label(2, 256, 16, "sgd", "caching", "none", [4096, 4096], 0.5),
+    make_label(2, 256, 16, "sgd", "caching", "none", [4096, 4096], 1.0),
+    make_label(2, 256, 16, "sgd", "no_caching", "none", [4096, 4096]),
+    make_label(2, 256, 16, "adam", "no_hbm", "none", [4096, 4096]),
+    make_label(2, 256, 16, "exact_rowwise_adagrad", "gpu", "none", [4096, 8192]),
+]
+
+
+def record(label: str, scale: float = 1.0, *, trc: bool = True, status: str = "ok") -> dict:
+    """A timing record with DESIGN.md's fields (numbers shaped like a smoke run's)."""
+    dyn_f, dyn_b, trc_f, trc_b = 0.9 * scale, 1.3 * scale, 0.4 * scale, 0.7 * scale
+    return {
+        "label": label, "gpu_name": None, "device": "cpu", "num_tables": 2, "batch_size": 256,
+        "embedding_dim": 16, "optimizer_type": label.split("_D16_")[1].split("_")[0],
+        "caching": "_caching_" in label, "cache_footprint_ratio": None,
+        "pooling_mode": "none", "num_embeddings_per_feature": [4096, 4096],
+        "feature_distribution": "pow-law", "alpha": 1.05, "max_hotness": 1,
+        "avg_n_unique": 301.4 * scale, "avg_n_total": 512.0, "num_iterations": 5,
+        "dyn_forward_ms": dyn_f, "dyn_backward_ms": dyn_b, "dyn_train_ms": dyn_f + dyn_b + 0.05,
+        "dyn_eval_ms": 0.8 * scale,
+        "trc_forward_ms": trc_f if trc else None, "trc_backward_ms": trc_b if trc else None,
+        "trc_train_ms": trc_f + trc_b + 0.02 if trc else None,
+        "trc_eval_ms": 0.35 * scale if trc else None,
+        "trc_skip_reason": None if trc else "ADAM is not supported by TBE on the CPU",
+        "torch": "2.13.0", "fbgemm_gpu": "1.8.0", "torchrec": "1.8.0", "status": status,
+    }
+
+
+ENVIRONMENT = {
+    "device": "cpu", "gpu_name": None, "driver": None, "cpu_name": "AMD EPYC 7B13",
+    "python": "3.11.2", "torch": "2.13.0", "fbgemm_gpu": "1.8.0", "torchrec": "1.8.0",
+    "snakemake": "9.27.1", "profiler": "torch", "nsys_version": None, "preset": "smoke",
+    "date": "2026-11-30T15:00:00Z", "hostname": "ci-runner",
+}
+FAILED_TAIL = "Traceback (most recent call last):\n  File \"profile.py\", line 3\nRuntimeError: CUDA out of memory while profiling"
+
+
+def write_results(root: Path, *, scale: float = 1.0, failed: str | None = LABELS[3],
+                  busy: bool = True) -> Path:
+    """A results/ folder as the workflow leaves it before the report step; ``failed`` crashed."""
+    for sub in ("opcalls", "status", "sunburst", "plots", "timing"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    (root / "configs.tsv").write_text(
+        "test_id\tlabel\n" + "".join(f"benchmark/test_bench.py::test_step[{lab}]\t{lab}\n" for lab in LABELS)
+    )
+    records = []
+    for i, label in enumerate(LABELS):
+        ok = label != failed
+        status = {
+            "label": label, "test_id": f"benchmark/test_bench.py::test_step[{label}]", "ok": ok,
+            "failed_step": None if ok else "profile", "returncode": 0 if ok else 1,
+            "log": f"logs/profile/{label}.log", "log_tail": "" if ok else FAILED_TAIL,
+        }
+        (root / "status" / f"{label}.json").write_text(json.dumps(status))
+        if not ok:
+            continue
+        trc = "adam" not in label
+        records.append(record(label, scale * (1 + 0.1 * i), trc=trc))
+        frame = opcalls_frame(scale * (1 + 0.1 * i), with_trc=trc)
+        frame.to_csv(root / "opcalls" / f"opcalls__{label}.csv", index=False)
+        if busy:
+            per_backend = frame.groupby("backend")["avg_ms_per_iter"].sum() * 0.97
+            (root / "opcalls" / f"opcalls__{label}.busy.json").write_text(
+                json.dumps({"busy_ms_per_iter": per_backend.to_dict(), "time_source": "cpu-leaf-ops"})
+            )
+    (root / "benchmark_results.json").write_text(json.dumps(records, indent=1))
+    (root / "environment.json").write_text(json.dumps(ENVIRONMENT))
+    return root

@@ -1,0 +1,41 @@
+"""The latency plot of every timed config: a PNG and a self-contained HTML page.
+
+    python workflow/scripts/latency_plot.py --results results/benchmark_results.json \
+        --png results/plots/latency.png --html results/plots/latency.html
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from embprof.plots.export import PngJob, export_pngs
+from embprof.plots.figures import figure_div
+from embprof.plots.files import write_text_atomic
+from embprof.plots.latency import latency_figure
+from embprof.report.cli import run_guarded
+from embprof.report.html import figure_page
+from embprof.report.load import read_results
+
+
+def write_latency_plot(results: Path, png: Path, html: Path) -> None:
+    fig = latency_figure(read_results(results))
+    page = figure_page("Latency per iteration", "latency-plot", figure_div(fig, "latency-plot"), [])
+    export_pngs([PngJob(fig, png)])
+    write_text_atomic(html, page)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, required=True, help="benchmark_results.json")
+    parser.add_argument("--png", type=Path, required=True, help="static image to write")
+    parser.add_argument("--html", type=Path, required=True, help="interactive page to write")
+    args = parser.parse_args(argv)
+    return run_guarded(
+        "latency_plot.py", lambda: write_latency_plot(args.results, args.png, args.html)
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
