@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -91,9 +90,9 @@ def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
     with FileLock(f"{target}.lock", timeout=LOCK_TIMEOUT_S):
         records = read_records(target) if target.exists() else []
         records.append(record)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")  # unique: we hold the lock
         try:
-            with os.fdopen(fd, "w") as fh:
+            with open(tmp, "w") as fh:
                 json.dump(records, fh, indent=1)
                 fh.write("\n")
             os.replace(tmp, target)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,8 +42,16 @@ class BaselineRequired(RuntimeError):
 
 @dataclass
 class Backend:
+    """One side of the comparison; ``prefetch``: dyn's caching mode brings a batch's rows in first."""
+
     name: str  # "dyn" | "trc": the range name and the record's field prefix
     module: torch.nn.Module
+    prefetch: bool = False
+
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        if self.prefetch and self.module.training:
+            self.module.prefetch(indices, offsets)
+        return self.module(indices, offsets)
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,7 @@ class Workload:
         outs: dict[str, torch.Tensor] = {}
         for b in self.backends:
             t0 = watch.mark() if watch else None
-            out = b.module(indices, offsets)
+            out = b.forward(indices, offsets)
             t1 = watch.mark() if watch else None
             backward(out, self.grads.like(out))
             t2 = watch.mark() if watch else None
@@ -155,7 +162,7 @@ class Workload:
         outs: dict[str, torch.Tensor] = {}
         for b in self.backends:
             t0 = watch.mark() if watch else None
-            out = b.module(indices, offsets)
+            out = b.forward(indices, offsets)
             t1 = watch.mark() if watch else None
             marks[b.name] = (t0, t1)
             if self.check:
@@ -189,7 +196,7 @@ def prepare(cfg: BenchmarkConfig, opts: RunOptions) -> Workload:
         device=device,
     )
     dyn = build_dynamic_tables(cfg, cfg.hbm_bytes_per_table(batches.distinct_per_table), device)
-    backends = [Backend("dyn", dyn)]
+    backends = [Backend("dyn", dyn, prefetch=cfg.caching)]
     skip_reason: str | None = "--no-torchrec"
     if not opts.no_torchrec:
         baseline = build_baseline(cfg, cfg.hbm_rows_per_table(batches.distinct_per_table), device)
@@ -296,7 +303,7 @@ def _profiled_train_step(work: Workload, i: int, iteration_range: str) -> None:
         for b in work.backends:
             with emit_range(b.name):
                 with emit_range("forward"):
-                    out = b.module(indices, offsets)
+                    out = b.forward(indices, offsets)
                 with emit_range("backward"):
                     backward(out, work.grads.like(out))
 
@@ -340,10 +347,9 @@ def run_torch_profile(cfg: BenchmarkConfig, opts: RunOptions) -> Path:
         profiled_iterations(work)
     target = torch_trace_path(opts.trace_dir, cfg.label)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".json.gz", dir=target.parent)
-    os.close(fd)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.json.gz")  # .gz: torch gzips by suffix
     try:
-        prof.export_chrome_trace(tmp)
+        prof.export_chrome_trace(str(tmp))
         os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)

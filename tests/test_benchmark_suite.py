@@ -1,0 +1,211 @@
+"""The benchmark suite as the workflow drives it: real pytest processes, real TBE on the CPU."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from embprof.labels import make_label, parse_label, sanitize_label
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+TEST = "test_dynamicemb_vs_torchrec"
+DESIGN_EXAMPLE = "T10_totalB1048570_D128_adam_caching_pool=none_cap=25M_cfr=1.0"
+sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
+from benchmark.results import RESULT_FIELDS  # noqa: E402
+
+
+def bench(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", SUITE, "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"pytest {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
+    return proc
+
+
+def collected(*args: str) -> list[str]:
+    out = bench("--collect-only", "-q", *args).stdout
+    return [line for line in out.splitlines() if line.startswith(SUITE + "::")]
+
+
+def test_collection_lists_the_seed_configs_with_their_labels() -> None:
+    hbm_cap, cap = 1638 << 10, 25 << 20  # 16M/10 and 256M/10 rows, rounded (benchmark/configs.py)
+    expected = []
+    for suite, mode, caps, ratios in (
+        ("TestGpu", "gpu", hbm_cap, [None]),
+        ("TestCaching", "caching", cap, [0.8, 1.0]),
+        ("TestNoCaching", "no_caching", cap, [None]),
+        ("TestNoHbm", "no_hbm", cap, [None]),
+    ):
+        for opt in ("adam", "sgd"):
+            for ratio in ratios:
+                label = make_label(10, 104_857, 128, opt, mode, "none", [caps] * 10, ratio)
+                expected.append(f"{SUITE}::{suite}::{TEST}[{label}]")
+    ids = collected("--preset", "seed")
+    assert ids == expected
+    assert f"{SUITE}::TestCaching::{TEST}[{DESIGN_EXAMPLE}]" in ids
+    for node in ids:
+        fields = parse_label(node[node.index("[") + 1 : -1])
+        assert fields.total_batch == 1_048_570 and fields.num_tables == 10
+
+
+def test_label_option_selects_by_substrings_with_equals() -> None:
+    ids = collected("--preset", "seed", "--label", "cfr=0.8", "--label", "sgd")
+    assert ids == [f"{SUITE}::TestCaching::{TEST}[T10_totalB1048570_D128_sgd_caching_pool=none_cap=25M_cfr=0.8]"]
+    assert len(collected("--preset", "smoke", "-k", "TestNoHbm")) == 2
+
+
+def _smoke_labels() -> list[str]:
+    return [node[node.index("[") + 1 : -1] for node in collected("--preset", "smoke")]
+
+
+@pytest.mark.slow
+def test_every_suite_runs_at_smoke_size_two_processes_append_to_one_file(tmp_path: Path) -> None:
+    results = tmp_path / "timing" / "results.json"
+    common = ["-q", "--preset", "smoke"]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pytest", SUITE, "-p", "no:cacheprovider", *common, *extra],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for extra, env in (
+            (["-k", "TestGpu or TestCaching", "--results-file", str(results)], {}),
+            (["-k", "TestNoCaching or TestNoHbm"], {"BENCHMARK_RESULTS_FILE": str(results)}),
+        )
+    ]
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0, out[-4000:]
+    records = json.loads(results.read_text())
+    assert sorted(r["label"] for r in records) == sorted(_smoke_labels())
+    for r in records:
+        assert list(r) == list(RESULT_FIELDS)
+        assert r["status"] == "ok" and r["device"] == "cpu"
+        assert r["avg_n_total"] == 1024 and 0 < r["avg_n_unique"] <= 1024
+        assert r["num_iterations"] == 8 and tuple(r["num_embeddings_per_feature"]) == parse_label(r["label"]).caps
+        for phase in ("forward", "backward", "eval"):
+            assert r[f"dyn_{phase}_ms"] > 0
+        assert r["dyn_train_ms"] == pytest.approx(r["dyn_forward_ms"] + r["dyn_backward_ms"])
+        if r["optimizer_type"] == "sgd":
+            assert r["trc_skip_reason"] is None
+            assert r["trc_train_ms"] == pytest.approx(r["trc_forward_ms"] + r["trc_backward_ms"]) and r["trc_eval_ms"] > 0
+        else:
+            assert "adam" in r["trc_skip_reason"]
+            assert all(r[f"trc_{p}_ms"] is None for p in ("forward", "backward", "train", "eval"))
+    assert not [p.name for p in results.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.slow
+def test_correctness_mode_passes_for_sgd_against_fbgemm(tmp_path: Path) -> None:
+    proc = bench(
+        "-q", "-rs", "--preset", "smoke", "--correctness", "--num-iterations", "3", "--label", "sgd",
+        "--results-file", str(tmp_path / "r.json"),
+    )
+    assert "5 passed" in proc.stdout, proc.stdout[-2000:]
+    adam = bench("-q", "-rs", "--preset", "smoke", "--correctness", "--num-iterations", "2", "--label", "adam_gpu",
+                 "--results-file", str(tmp_path / "r.json"))
+    assert "1 skipped" in adam.stdout and "needs the baseline" in adam.stdout
+
+
+def _ncu_lines(*args: str) -> list[list[str]]:
+    out = bench("-q", "--preset", "seed", "--profile", "ncu-gen", *args).stdout
+    return [shlex.split(line) for line in out.splitlines() if line.startswith("ncu ")]
+
+
+def test_ncu_gen_prints_one_command_that_selects_exactly_its_config() -> None:
+    label = "T10_totalB1048570_D128_adam_caching_pool=none_cap=25M_cfr=1.0"
+    (cmd,) = _ncu_lines("--label", "adam_caching", "--label", "cfr=1.0", "--ncu-iterations", "1:8:3",
+                        "--ncu-kernel-regex", "segmented_unique|insert")
+    split = cmd.index(sys.executable)
+    ncu, inner = cmd[:split], cmd[split:]
+    assert ncu[0] == "ncu" and "--nvtx" in ncu
+    assert ncu[ncu.index("--profile-from-start") + 1] == "off"
+    includes = [ncu[i + 1] for i, a in enumerate(ncu) if a == "--nvtx-include"]
+    assert includes == ["ncu_iter/iter_1/", "ncu_iter/iter_4/", "ncu_iter/iter_7/"]
+    assert ncu[ncu.index("--kernel-name") + 1] == "regex:segmented_unique|insert"
+    assert ncu[ncu.index("-o") + 1] == f"ncu_{sanitize_label(label)}"
+    assert inner[1:4] == ["-m", "pytest", SUITE]
+    assert inner[inner.index("--profile") + 1] == "ncu"
+    assert inner[inner.index("--preset") + 1] == "seed"
+    assert inner[inner.index("--label") + 1] == label
+    # The run ncu would wrap selects exactly this config, by its -k alone and by --label alone.
+    k = inner[inner.index("-k") + 1]
+    assert collected("--preset", "seed", "-k", k) == [f"{SUITE}::TestCaching::{TEST}[{label}]"]
+    assert collected("--preset", "seed", "--label", label) == [f"{SUITE}::TestCaching::{TEST}[{label}]"]
+    assert collected(*inner[4:]) == [f"{SUITE}::TestCaching::{TEST}[{label}]"]
+
+    plain = _ncu_lines("--label", "no_hbm")
+    assert len(plain) == 2
+    for c in plain:
+        assert "--kernel-name" not in c
+        assert [c[i + 1] for i, a in enumerate(c) if a == "--nvtx-include"] == ["ncu_iter/iter_0/"]
+
+
+def test_bad_options_fail_with_one_line() -> None:
+    cases = [(["--profile", "torch"], "--trace-dir"), (["--num-iterations", "0"], "at least 1"),
+             (["--correctness", "--no-torchrec"], "baseline")]
+    if not torch.cuda.is_available():
+        cases += [(["--profile", "nsys"], "needs CUDA"), (["--profile", "ncu"], "needs CUDA")]
+    for args, message in cases:
+        proc = bench("-q", "--preset", "smoke", *args, check=False)
+        assert proc.returncode == 4, (args, proc.stdout, proc.stderr)
+        assert message in proc.stderr and "Traceback" not in proc.stderr
+    bad_spec = bench("-q", "--preset", "seed", "--profile", "ncu-gen", "--label", "sgd_gpu", "--ncu-iterations", "200",
+                     check=False)
+    assert bad_spec.returncode != 0 and "outside 0..99" in bad_spec.stdout + bad_spec.stderr
+
+
+def _contains(outer: dict, inner: dict) -> bool:
+    return outer["ts"] <= inner["ts"] and inner["ts"] + inner["dur"] <= outer["ts"] + outer["dur"]
+
+
+@pytest.mark.slow
+def test_torch_profile_trace_follows_the_range_layout(tmp_path: Path) -> None:
+    label = "T2_totalB1024_D16_sgd_caching_pool=none_cap=4K_cfr=0.8"
+    bench("-q", "--preset", "smoke", "--profile", "torch", "--trace-dir", str(tmp_path), "--num-iterations", "2",
+          "--label", label)
+    (trace,) = tmp_path.iterdir()
+    assert trace.name == f"{sanitize_label(label)}.kineto.json.gz"
+    events = json.loads(gzip.open(trace).read())["traceEvents"]
+    ranges = [e for e in events if e.get("cat") == "user_annotation"]
+    assert len({e["tid"] for e in ranges}) == 1
+    tid = ranges[0]["tid"]
+
+    def inside(outer: dict, name: str) -> list[dict]:
+        return [e for e in ranges if e["name"] == name and e is not outer and _contains(outer, e)]
+
+    (top,) = [e for e in ranges if e["name"] == label]
+    iters = [e for e in ranges if e["name"].startswith("nsys_iter_")]
+    assert sorted(e["name"] for e in iters) == ["nsys_iter_0", "nsys_iter_1"]
+    assert all(_contains(top, it) for it in iters)
+    cpu_ops = [e for e in events if e.get("cat") == "cpu_op" and e["tid"] == tid]
+    for it in iters:
+        (dyn,), (trc,) = inside(it, "dyn"), inside(it, "trc")
+        assert dyn["ts"] < trc["ts"]
+        for backend in (dyn, trc):
+            (_fwd,), (bwd,) = inside(backend, "forward"), inside(backend, "backward")
+            # backward work runs on the thread holding the ranges (autograd multithreading off)
+            assert any(_contains(bwd, op) for op in cpu_ops)
+        dyn_fwd, dyn_bwd = inside(dyn, "forward")[0], inside(dyn, "backward")[0]
+        assert inside(dyn_fwd, "dynamicemb_prefetch") and inside(dyn_fwd, "DynamicEmbeddingFunction.forward")
+        assert inside(dyn_bwd, "DynamicEmbeddingFunction.backward")
+        assert any(e["name"].startswith("op:") and _contains(dyn_fwd, e) for e in ranges)
+        assert not any(e["name"].startswith("op:") and _contains(trc, e) for e in ranges)

@@ -1,0 +1,147 @@
+"""The benchmark suite's building blocks, in process: ids, caps, ncu iterations, the results file."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # the suite lives in benchmark/, a package beside src/
+    sys.path.insert(0, str(ROOT))
+
+from benchmark.configs import PRESETS, per_table_cap, suite_configs  # noqa: E402
+from benchmark.datagen import generate_batches, powlaw_ids  # noqa: E402
+from benchmark.ncu import parse_iterations  # noqa: E402
+from benchmark.results import RESULT_FIELDS, ResultsFileError, append_record, read_records  # noqa: E402
+from benchmark.runner import check_outputs  # noqa: E402
+
+CPU = torch.device("cpu")
+
+
+def _batches(**kw):
+    args = dict(
+        num_iterations=5, batch_size=64, caps=[1000, 300], distribution="pow-law", alpha=1.05,
+        pooled=False, max_hotness=4, seed=7, device=CPU,
+    )
+    args.update(kw)
+    return generate_batches(**args)
+
+
+def test_per_table_cap_reproduces_design_example_and_keeps_capacity() -> None:
+    assert per_table_cap(256 << 20, 10) == 25 << 20  # cap=25M in DESIGN.md's example label
+    assert per_table_cap(16 << 20, 10) == 1638 << 10  # whole MiB would lose 37%
+    assert per_table_cap(8 << 10, 2) == 4 << 10  # exact quotients are kept
+    assert per_table_cap(1000, 3) == 333
+    with pytest.raises(ValueError):
+        per_table_cap(5, 10)
+
+
+def test_num_tables_keeps_total_capacity_and_batch() -> None:
+    preset = PRESETS["seed"]
+    for cfg in suite_configs("TestNoHbm", preset, num_tables=4):
+        assert cfg.num_tables == 4 and len(cfg.caps) == 4
+        assert cfg.batch_size == preset.total_batch // 4
+        assert sum(cfg.caps) == preset.total_cap  # 256M / 4 is exact
+
+
+def test_powlaw_ids_stay_in_range_and_hot_ids_are_low() -> None:
+    gen = torch.Generator().manual_seed(0)
+    u = torch.rand(200_000, generator=gen, dtype=torch.float64)
+    caps = torch.full((u.numel(),), 5000, dtype=torch.int64)
+    ids = powlaw_ids(u, caps, 1.05)
+    assert int(ids.min()) >= 0 and int(ids.max()) < 5000
+    counts = torch.bincount(ids, minlength=5000)
+    assert int(counts.argmax()) == 0
+    # frequencies fall with the id: each decade of ids is drawn less often per id than the one before
+    per_id = [counts[lo:hi].double().mean().item() for lo, hi in ((0, 10), (10, 100), (100, 1000), (1000, 5000))]
+    assert per_id == sorted(per_id, reverse=True)
+
+
+def test_batches_layout_statistics_and_seed() -> None:
+    b = _batches()
+    assert len(b) == 5
+    for idx, off in zip(b.indices, b.offsets, strict=True):
+        assert idx.dtype == torch.int64 and idx.numel() == 2 * 64
+        assert torch.equal(off, torch.arange(2 * 64 + 1))
+        assert int(idx[:64].max()) < 1000 and int(idx[64:].max()) < 300  # table-major
+    stacked = torch.stack(b.indices)
+    expected_distinct = [len(set(stacked[:, :64].flatten().tolist())), len(set(stacked[:, 64:].flatten().tolist()))]
+    assert b.distinct_per_table == expected_distinct
+    per_iter = [len(set(r[:64].tolist())) + len(set(r[64:].tolist())) for r in stacked]
+    assert b.avg_n_unique == pytest.approx(sum(per_iter) / 5)
+    assert b.avg_n_total == 128
+    again = _batches()
+    assert all(torch.equal(x, y) for x, y in zip(b.indices, again.indices, strict=True))
+    other = _batches(seed=8)
+    assert not all(torch.equal(x, y) for x, y in zip(b.indices, other.indices, strict=True))
+
+
+@pytest.mark.parametrize("distribution", ["zipf", "uniform"])
+def test_pooled_batches_have_bag_lengths_in_range(distribution: str) -> None:
+    b = _batches(pooled=True, distribution=distribution)
+    for idx, off in zip(b.indices, b.offsets, strict=True):
+        lengths = off.diff()
+        assert int(lengths.min()) >= 1 and int(lengths.max()) <= 4
+        assert int(off[-1]) == idx.numel()
+        assert int(idx[: int(off[64])].max()) < 1000 and int(idx[int(off[64]) :].max()) < 300
+
+
+def test_ncu_iterations_parse() -> None:
+    assert parse_iterations("0,3,7", 10) == [0, 3, 7]
+    assert parse_iterations("2:20:3", 20) == [2, 5, 8, 11, 14, 17]
+    assert parse_iterations(":3", 10) == [0, 1, 2]
+    assert parse_iterations("8:", 10) == [8, 9]
+    assert parse_iterations("::4", 10) == [0, 4, 8]
+    for bad in ("a", "1:2:0", "1:2:3:4", "12", "5:5"):
+        with pytest.raises(ValueError):
+            parse_iterations(bad, 10)
+
+
+def test_correctness_check_catches_a_difference() -> None:
+    x = torch.randn(8, 4)
+    check_outputs(x, x + 1e-6, "same")
+    with pytest.raises(AssertionError, match="differ"):
+        check_outputs(x, x + 1e-2, "shifted")
+
+
+def _record(label: str) -> dict:
+    return {f: None for f in RESULT_FIELDS} | {"label": label, "status": "ok"}
+
+
+def _append_many(path: str, worker: int, count: int) -> None:
+    for i in range(count):
+        append_record(path, _record(f"w{worker}_{i}"))
+
+
+def test_concurrent_appends_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "results.json"
+    ctx = multiprocessing.get_context("fork")  # the children only do file I/O
+    procs = [ctx.Process(target=_append_many, args=(str(path), w, 25)) for w in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+        assert p.exitcode == 0
+    labels = [r["label"] for r in read_records(path)]
+    assert sorted(labels) == sorted(f"w{w}_{i}" for w in range(4) for i in range(25))
+    assert not [p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_bad_results_file_and_bad_record(tmp_path: Path) -> None:
+    path = tmp_path / "r.json"
+    path.write_text('{"not": "a list"}')
+    with pytest.raises(ResultsFileError, match="not a list"):
+        append_record(path, _record("x"))
+    path.write_text("[1, 2")
+    with pytest.raises(ResultsFileError, match="not valid JSON"):
+        append_record(path, _record("x"))
+    path.write_text("")
+    append_record(path, _record("x"))
+    assert json.loads(path.read_text())[0]["label"] == "x"
+    with pytest.raises(ValueError, match="missing"):
+        append_record(path, {"label": "y"})
