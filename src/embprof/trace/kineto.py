@@ -62,9 +62,10 @@ def _frame(path: Path, events: list[dict]) -> pd.DataFrame:
     ts = pd.to_numeric(df["ts"]).to_numpy(np.float64)
     dur = pd.to_numeric(df["dur"]).to_numpy(np.float64)
     t0 = ts.min()
+    start = np.rint((ts - t0) * 1000.0).astype(np.int64)
     df = df.assign(
-        start=np.rint((ts - t0) * 1000.0).astype(np.int64),
-        end=np.rint((ts - t0 + dur) * 1000.0).astype(np.int64),
+        start=start,
+        end=start + np.rint(dur * 1000.0).astype(np.int64),
         thread=_thread_key(df["pid"], df["tid"]),
     )
     return df

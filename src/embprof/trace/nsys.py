@@ -153,14 +153,16 @@ def join_launches(w_pid: np.ndarray, w_corr: np.ndarray, r_pid: np.ndarray, r_co
     Many work items may share one launch (CUDA graph nodes carry the graph
     launch's correlation id).
     """
-    pids, codes = np.unique(np.concatenate([r_pid, w_pid]), return_inverse=True)
+    if len(r_pid) == 0:
+        return np.full(len(w_pid), -1, dtype=np.int64)
+    _, codes = np.unique(np.concatenate([r_pid, w_pid]), return_inverse=True)
     r_key = codes[: len(r_pid)] * (np.int64(1) << 33) + r_corr
     w_key = codes[len(r_pid):] * (np.int64(1) << 33) + w_corr
     order = np.argsort(r_key, kind="stable")
     sorted_keys = r_key[order]
     pos = np.searchsorted(sorted_keys, w_key)
     pos_clipped = np.minimum(pos, len(sorted_keys) - 1)
-    hit = (len(sorted_keys) > 0) & (sorted_keys[pos_clipped] == w_key) & (w_corr >= 0)
+    hit = (sorted_keys[pos_clipped] == w_key) & (w_corr >= 0)
     return np.where(hit, order[pos_clipped], -1)
 
 

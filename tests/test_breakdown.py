@@ -1,0 +1,296 @@
+"""The breakdown on real profiler output, compared with the brute-force reference."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_breakdown_reference import assert_matches, expected, raw_from_kineto, raw_from_sqlite
+
+from embprof.trace import (
+    CSV_COLUMNS,
+    breakdown,
+    read_opcalls_csv,
+    run_breakdown,
+)
+from embprof.trace.categories import load_categories
+from embprof.trace.names import short_kernel_name
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(__file__).parent / "data"
+H200 = DATA / "nsys" / "h200_torch_nvtx_nsys2025.3.sqlite"
+H200_REP = DATA / "nsys" / "h200_torch_nvtx_nsys2025.3.nsys-rep"
+H100X2 = DATA / "nsys" / "nsysai_h100_2gpu_nsys2026.2.sqlite"
+RTX = DATA / "nsys" / "nsysai_rtx3080_nsys2026.1.sqlite"
+HTA = DATA / "kineto" / "hta_torchrec_dlrm_a100_rank3.json.gz"
+SCRIPT = ROOT / "workflow" / "scripts" / "breakdown.py"
+LABEL = "T3_totalB12_D8_sgd_caching_pool=none_cap=1K"
+CATS = load_categories()
+
+
+def run_cli(*args: str | Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env)
+
+
+def _load_main():
+    spec = importlib.util.spec_from_file_location("breakdown_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.main
+
+
+main = _load_main()  # the script's entry point, run in-process where a fresh interpreter adds nothing
+
+
+# ---- real traces against the reference ----
+
+@pytest.mark.parametrize("path", [H200, H100X2], ids=["h200-nsys2025.3", "h100x2-nsys2026.2"])
+def test_nsys_fixtures_layout_any(path):
+    raw = raw_from_sqlite(path)
+    results = run_breakdown([path], layout="any")
+    assert_matches(results, expected([raw], "any", CATS.of))
+    assert results[raw.stem].dropped_unlaunched == raw.dropped
+
+
+def test_two_gpu_fixture_reports_dropped_kernels(tmp_path):
+    raw = raw_from_sqlite(H100X2)
+    assert 0.3 < raw.dropped / (raw.dropped + len(raw.work)) < 0.7  # about half lost their launch
+    proc = run_cli(H100X2, "--layout", "any", "--out-dir", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"dropped {raw.dropped} kernel/copy record(s)" in proc.stderr
+    info = json.loads((tmp_path / "opcalls__nsysai_h100_2gpu_nsys2026.2.busy.json").read_text())
+    assert info["dropped_unlaunched"] == raw.dropped
+
+
+@pytest.mark.slow
+def test_kineto_fixture_layout_any():
+    raw = raw_from_kineto(HTA)
+    assert_matches(run_breakdown([HTA], layout="any"), expected([raw], "any", CATS.of))
+
+
+def test_short_names_match_nsys_on_every_fixture_kernel():
+    pairs = set()
+    for path in (H200, H100X2, RTX):
+        with sqlite3.connect(path) as conn:
+            pairs |= set(conn.execute(
+                "SELECT s.value, d.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+                "JOIN StringIds d ON d.id = k.demangledName"
+            ))
+    assert len(pairs) > 40
+    assert [(s, d) for s, d in pairs if short_kernel_name(d) != s] == []
+
+
+def benchmark_layout_variant(tmp_path: Path, name: str = "ours.sqlite") -> Path:
+    """The H200 export with our range layout around its iterations (built, never edited in place)."""
+    path = tmp_path / name
+    shutil.copy(H200, path)
+    path.chmod(0o644)
+    with sqlite3.connect(path) as conn:
+        tid, first, last = conn.execute(
+            "SELECT globalTid, min(start), max(end) FROM NVTX_EVENTS WHERE domainId = 0 AND text LIKE 'iter_%'"
+        ).fetchone()
+        conn.execute("UPDATE NVTX_EVENTS SET text = 'nsys_' || text WHERE text LIKE 'iter_%'")
+        rows = conn.execute("SELECT start, end, text FROM NVTX_EVENTS WHERE text LIKE 'nsys_iter_%'").fetchall()
+        add = [(first - 10, last + 10, LABEL)]
+        for s, e, text in rows:
+            backend = "dyn" if text != "nsys_iter_2" else "trc"
+            add += [(s + 1, e - 1, backend), (s + 2, e - 2, "forward" if text != "nsys_iter_1" else "backward")]
+        conn.executemany(
+            "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) VALUES (?, ?, 59, ?, ?, 0)",
+            [(s, e, t, tid) for s, e, t in add],
+        )
+    return path
+
+
+def test_default_layout_on_real_kernels(tmp_path):
+    path = benchmark_layout_variant(tmp_path)
+    results = run_breakdown([path])
+    assert_matches(results, expected([raw_from_sqlite(path)], "default", CATS.of))
+    rows = results[LABEL].rows
+    assert results[LABEL].num_iters == 3
+    assert set(rows["backend"]) == {"dyn", "trc"}
+    ops = rows[rows["fallback_category"] == ""]
+    assert set(ops["op"]) == {"matmul", "unique"}  # the CCCL domain's ranges inside unique are ignored
+    assert not rows["parent_stages"].str.contains("cub::").any()
+
+
+def test_traces_of_one_label_merge(tmp_path):
+    one = benchmark_layout_variant(tmp_path, "a.sqlite")
+    two = benchmark_layout_variant(tmp_path, "b.sqlite")
+    single = run_breakdown([one])[LABEL]
+    merged = run_breakdown([one, two])[LABEL]
+    assert merged.num_iters == 2 * single.num_iters
+    assert_matches({LABEL: merged}, expected([raw_from_sqlite(one), raw_from_sqlite(two)], "default", CATS.of))
+    pd.testing.assert_series_equal(merged.rows["avg_ms_per_iter"], single.rows["avg_ms_per_iter"])
+    assert merged.busy_ms_per_iter == pytest.approx(single.busy_ms_per_iter)
+
+
+@pytest.mark.slow
+def test_cpu_only_torch_profiler_trace(tmp_path):
+    """A real CPU profile of our range layout: leaf operators stand in for kernels."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from dynemb.ranges import emit_range, op_range
+
+    a = torch.randn(32, 32)
+    with profile(activities=[ProfilerActivity.CPU]) as prof, emit_range(LABEL):
+        for i in range(3):
+            with emit_range(f"nsys_iter_{i}"):
+                for backend in ("dyn", "trc"):
+                    with emit_range(backend), emit_range("forward"):
+                        with emit_range("DynamicEmbeddingFunction.forward"), op_range("cache_lookup"):
+                            torch.unique(a @ a)
+                        (a + 1).sum()
+    trace = tmp_path / f"{LABEL}.kineto.json.gz"
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    subprocess.run(["gzip", "-c", str(tmp_path / "t.json")], stdout=trace.open("wb"), check=True)
+
+    results = run_breakdown([trace])
+    assert_matches(results, expected([raw_from_kineto(trace)], "default", CATS.of))
+    lb = results[LABEL]
+    assert lb.time_source == "cpu-leaf-ops"
+    assert "cache_lookup" in set(lb.rows["op"])
+    assert (lb.rows["parent_stages"] == "DynamicEmbeddingFunction.forward").any()
+
+
+# ---- the CSV and the command line ----
+
+def test_cli_writes_csv_and_sidecar(tmp_path):
+    path = benchmark_layout_variant(tmp_path)
+    out = tmp_path / "out"
+    proc = run_cli(path, "--out-dir", out)
+    assert proc.returncode == 0, proc.stderr
+    csv = out / f"opcalls__{LABEL}.csv"
+    assert sorted(p.name for p in out.iterdir()) == sorted([csv.name, f"opcalls__{LABEL}.busy.json"])
+    assert csv.read_text().splitlines()[0] == ",".join(CSV_COLUMNS)
+    df = read_opcalls_csv(csv)
+    want = breakdown([path])[LABEL]
+    pd.testing.assert_frame_equal(df, want, check_dtype=False, rtol=1e-8)
+    key = df[["backend", "phase"]].apply(tuple, axis=1).tolist()
+    assert key == sorted(key)
+    for _, g in df.groupby(["backend", "phase"]):
+        assert g["avg_ms_per_iter"].is_monotonic_decreasing
+    for names in df["kernel_names"]:
+        assert names.split(";") == sorted(set(names.split(";")))
+    info = json.loads((out / f"opcalls__{LABEL}.busy.json").read_text())
+    assert info["time_source"] == "gpu-kernels" and info["num_iters"] == 3
+    for backend, g in df.groupby("backend"):
+        # Kernels of one stream never overlap, so rows add up to the busy time exactly.
+        assert g["avg_ms_per_iter"].sum() == pytest.approx(info["busy_ms_per_iter"][backend], rel=1e-6)
+
+
+def test_label_is_sanitized_in_the_file_name(tmp_path):
+    path = tmp_path / "odd name (1).sqlite"
+    shutil.copy(H200, path)
+    assert main([str(path), "--layout", "any", "--out-dir", str(tmp_path / "o")]) == 0
+    assert [p.name for p in (tmp_path / "o").glob("*.csv")] == ["opcalls__odd_name__1_.csv"]
+
+
+def fake_nsys(tmp_path: Path, body: str) -> Path:
+    exe = tmp_path / "nsys"
+    exe.write_text("#!/bin/sh\n" + body + "\n")
+    exe.chmod(0o755)
+    return exe
+
+
+def test_nsys_rep_is_exported_with_the_given_nsys(tmp_path):
+    # Stand-in for `nsys export`: checks the arguments it is given, writes the matching export.
+    exe = fake_nsys(tmp_path, (
+        'out=""; while [ $# -gt 0 ]; do case "$1" in --output) out="$2"; shift;; esac; shift; done\n'
+        f'[ -n "$out" ] || exit 3\ncp "{H200}" "$out"'
+    ))
+    assert main([str(H200_REP), "--layout", "any", "--nsys", str(exe), "--out-dir", str(tmp_path / "o")]) == 0
+    got = read_opcalls_csv(tmp_path / "o" / "opcalls__h200_torch_nvtx_nsys2025.3.csv")
+    pd.testing.assert_frame_equal(got, breakdown([H200], layout="any")["h200_torch_nvtx_nsys2025.3"], check_dtype=False, rtol=1e-8)
+
+
+# ---- bad input: one line naming the file, exit 1, nothing written ----
+
+def _copy(tmp_path: Path, src: Path, name: str) -> Path:
+    dst = tmp_path / name
+    shutil.copy(src, dst)
+    dst.chmod(0o644)
+    return dst
+
+
+def _edit(path: Path, *sql: str) -> Path:
+    with sqlite3.connect(path) as conn:
+        for s in sql:
+            conn.execute(s)
+    return path
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _truncate(tmp_path: Path, src: Path, name: str) -> Path:
+    dst = tmp_path / name
+    data = src.read_bytes()
+    dst.write_bytes(data[: len(data) // 2])
+    return dst
+
+
+BAD = {
+    "directory": (lambda t: t, "not a file"),
+    "missing": (lambda t: t / "nope.sqlite", "no such file"),
+    "empty": (lambda t: _write(t / "e.json", b""), "empty file"),
+    "not a trace": (lambda t: _write(t / "x.bin", b"\x00\x01binary"), "not an Nsight Systems SQLite export"),
+    "truncated sqlite": (lambda t: _truncate(t, H100X2, "t.sqlite"), "unreadable SQLite export"),
+    "truncated json.gz": (lambda t: _truncate(t, HTA, "t.json.gz"), "truncated or corrupt gzip"),
+    "truncated json": (lambda t: _write(t / "t.json", b'{"traceEvents": [{"ph": "X",'), "not valid JSON"),
+    "json without events": (lambda t: _write(t / "o.json", b'{"a": 1}'), "without a traceEvents list"),
+    "no kernel table": (lambda t: _edit(_copy(t, H200, "k.sqlite"), "DROP TABLE CUPTI_ACTIVITY_KIND_KERNEL"), "no CUPTI_ACTIVITY_KIND_KERNEL table"),
+    "no runtime table": (lambda t: _edit(_copy(t, H200, "r.sqlite"), "DROP TABLE CUPTI_ACTIVITY_KIND_RUNTIME"), "no CUPTI_ACTIVITY_KIND_RUNTIME table"),
+    "no NVTX table": (lambda t: RTX, "no NVTX_EVENTS table"),
+    "no runtime rows": (lambda t: _edit(_copy(t, H200, "n.sqlite"), "DELETE FROM CUPTI_ACTIVITY_KIND_RUNTIME"), "has a runtime call"),
+    "range never closed": (
+        lambda t: _edit(_copy(t, H200, "u.sqlite"), "UPDATE NVTX_EVENTS SET end = NULL WHERE text = 'op:unique' AND start = (SELECT min(start) FROM NVTX_EVENTS WHERE text = 'op:unique')"),
+        "1 NVTX range(s) never closed",
+    ),
+    "no config ranges": (lambda t: H200, "no config ranges"),
+    "no nsys for .nsys-rep": (lambda t: H200_REP, "needs nsys to export it"),
+    "nsys export fails": (lambda t: H200_REP, "nsys export failed (exit 2): boom"),
+}
+
+
+@pytest.fixture(scope="module")
+def good_trace(tmp_path_factory) -> Path:
+    return benchmark_layout_variant(tmp_path_factory.mktemp("good"))
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input(tmp_path, case, good_trace, monkeypatch, capsys):
+    make, message = BAD[case]
+    src = tmp_path / "src"
+    src.mkdir()
+    path = make(src)
+    out = tmp_path / "out"
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    extra: list = []
+    if case == "nsys export fails":
+        extra = ["--nsys", str(fake_nsys(tmp_path, "echo boom >&2; exit 2"))]
+    # A good trace beside the bad one: still nothing is written.
+    assert main([str(good_trace), str(path), "--out-dir", str(out), *extra]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"breakdown: {path}: ")
+    assert message in lines[0]
+    assert not out.exists() or list(out.iterdir()) == []
+
+
+def test_bad_input_exits_1_without_traceback(tmp_path):
+    proc = run_cli(_truncate(tmp_path, H100X2, "t.sqlite"), "--out-dir", tmp_path / "out")
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "unreadable SQLite export" in proc.stderr
+    assert not (tmp_path / "out").exists()
