@@ -24,10 +24,14 @@ from typing import Any
 
 import pandas as pd
 
-from embprof.bandwidth.achieved import achieved_bandwidth
-from embprof.bandwidth.peak import PeakError, read_peak
-from embprof.bandwidth.table import DEFAULT_TABLE, TableError, load_table
-from embprof.labels import sanitize_label
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2] / "src")
+)  # conda envs hold no project code
+
+from embprof.bandwidth.achieved import achieved_bandwidth  # noqa: E402
+from embprof.bandwidth.peak import PeakError, read_peak  # noqa: E402
+from embprof.bandwidth.table import DEFAULT_TABLE, TableError, load_table  # noqa: E402
+from embprof.labels import sanitize_label  # noqa: E402
 
 PREFIX = "opcalls__"
 

@@ -20,7 +20,11 @@ from pathlib import Path
 
 import torch
 
-from embprof.bandwidth.peak import (
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2] / "src")
+)  # conda envs hold no project code
+
+from embprof.bandwidth.peak import (  # noqa: E402
     Peak,
     PeakError,
     datasheet_peak,
@@ -30,7 +34,7 @@ from embprof.bandwidth.peak import (
     resolve_device,
     write_peak,
 )
-from embprof.bandwidth.table import DEFAULT_TABLE, TableError, load_table
+from embprof.bandwidth.table import DEFAULT_TABLE, TableError, load_table  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

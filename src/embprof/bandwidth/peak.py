@@ -120,17 +120,18 @@ def _time_copies(src: torch.Tensor, dst: torch.Tensor, repeats: int) -> list[flo
 def _time_copies_cuda(src: torch.Tensor, dst: torch.Tensor, repeats: int) -> list[float]:
     import torch
 
-    dst.copy_(src)
-    torch.cuda.synchronize(src.device)
-    events = [
-        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-        for _ in range(repeats)
-    ]
-    for start, end in events:
-        start.record()
+    with torch.cuda.device(src.device):  # events record on the current device's stream
         dst.copy_(src)
-        end.record()
-    torch.cuda.synchronize(src.device)
+        torch.cuda.synchronize()
+        events = [
+            (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            for _ in range(repeats)
+        ]
+        for start, end in events:
+            start.record()
+            dst.copy_(src)
+            end.record()
+        torch.cuda.synchronize()
     return [start.elapsed_time(end) / 1e3 for start, end in events]
 
 
