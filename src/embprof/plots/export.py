@@ -20,6 +20,8 @@ from embprof.plots.files import write_bytes_atomic
 # Debian's package installs /usr/bin/chromium; BROWSER_PATH overrides (choreographer's variable).
 BROWSER_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 RENDER_TIMEOUT_S = 120.0
+# Tabs rendering at once; each is a renderer process, so more than the cores only queue.
+MAX_TABS = 4
 
 
 class ExportError(RuntimeError):
@@ -68,13 +70,15 @@ def export_pngs(jobs: Sequence[PngJob]) -> None:
 async def _render_all(jobs: Sequence[PngJob], browser: str) -> list[bytes]:
     import kaleido  # imported here: it starts logging machinery on import
 
-    images = []
+    tabs = max(1, min(len(jobs), os.cpu_count() or 1, MAX_TABS))
     # mathjax=False: the default loads MathJax from a CDN, which offline hosts cannot reach.
-    async with kaleido.Kaleido(n=1, timeout=RENDER_TIMEOUT_S, mathjax=False, path=browser) as k:
-        for job in jobs:
-            layout = job.fig.layout
-            opts = {"format": "png", "scale": job.scale}
-            if layout.width and layout.height:
-                opts |= {"width": layout.width, "height": layout.height}
-            images.append(await k.calc_fig(job.fig, opts=opts))
-    return images
+    async with kaleido.Kaleido(n=tabs, timeout=RENDER_TIMEOUT_S, mathjax=False, path=browser) as k:
+        return list(await asyncio.gather(*(k.calc_fig(job.fig, opts=_opts(job)) for job in jobs)))
+
+
+def _opts(job: PngJob) -> dict[str, object]:
+    layout = job.fig.layout
+    opts: dict[str, object] = {"format": "png", "scale": job.scale}
+    if layout.width and layout.height:
+        opts |= {"width": layout.width, "height": layout.height}
+    return opts

@@ -47,9 +47,9 @@ def cpu_stand_in(env: Mapping[str, Any], busy: Iterable[BusyTime | None]) -> boo
     The breakdown's sidecar says so directly; without one, a torch-profiler run
     on a machine without a GPU name means the same.
     """
-    sources = [b.time_source for b in busy if b is not None]
-    if sources:
-        return "cpu-leaf-ops" in sources
+    known = [b for b in busy if b is not None]
+    if known:
+        return any(b.cpu_leaf_ops for b in known)
     device = str(env.get("device") or "").lower()
     return env.get("profiler") == "torch" and (env.get("gpu_name") is None or device == "cpu")
 

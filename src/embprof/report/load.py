@@ -100,7 +100,8 @@ class BusyTime:
 
     @property
     def cpu_leaf_ops(self) -> bool:
-        return self.time_source == "cpu-leaf-ops"
+        """True when any merged trace timed CPU leaf operators instead of GPU kernels."""
+        return "cpu-leaf-ops" in self.time_source.split("+")
 
 
 def read_busy(path: Path) -> BusyTime | None:
@@ -112,16 +113,15 @@ def read_busy(path: Path) -> BusyTime | None:
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected a JSON object")
     source = data.get("time_source")
-    if source not in TIME_SOURCES:
-        raise InputError(f"{path}: time_source must be one of {TIME_SOURCES}, got {source!r}")
-    per_backend = data.get("busy_ms_per_iter", data)
+    # Traces of one label merge; their sources join with "+" (e.g. "cpu-leaf-ops+gpu-kernels").
+    if not isinstance(source, str) or not set(source.split("+")) <= set(TIME_SOURCES):
+        raise InputError(f"{path}: time_source must be made of {TIME_SOURCES}, got {source!r}")
+    per_backend = data.get("busy_ms_per_iter")
     if not isinstance(per_backend, dict):
         raise InputError(f"{path}: busy_ms_per_iter must be an object backend -> ms")
     busy = {}
     for backend, value in per_backend.items():
-        if backend == "time_source" or isinstance(value, (dict, list, str)) or value is None:
-            continue
-        if isinstance(value, bool) or not math.isfinite(float(value)) or float(value) < 0:
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
             raise InputError(f"{path}: busy ms of {backend!r} must be a number >= 0, got {value!r}")
         busy[str(backend)] = float(value)
     return BusyTime(ms_per_iter=busy, time_source=source)

@@ -1,0 +1,68 @@
+"""The latency plot: grid of optimizer rows and suite panels, stacked train bars, log toggle."""
+
+from __future__ import annotations
+
+import pytest
+from report_inputs import LABELS, record
+
+from embprof.plots.latency import latency_figure, timed_configs
+
+
+@pytest.fixture(scope="module")
+def records():
+    recs = [record(label, 1 + i / 10, trc="adam" not in label) for i, label in enumerate(LABELS)]
+    recs[3]["status"] = "failed"  # the no_caching config: timing crashed
+    return recs
+
+
+@pytest.fixture(scope="module")
+def fig(records):
+    return latency_figure(records)
+
+
+def test_grid_has_a_row_per_optimizer_and_a_panel_per_suite(fig):
+    titles = [a.text for a in fig.layout.annotations if "·" in a.text]
+    panels = ["GPU", "Caching cfr=0.5", "Caching cfr=1", "NoHBM"]  # NoCaching only had a failure
+    assert titles == [f"{o} · {p}" for o in ("adam", "exact_rowwise_adagrad", "sgd") for p in panels]
+    empty = [a for a in fig.layout.annotations if a.text == "no config in this suite"]
+    assert len(empty) == 12 - 5
+
+
+def test_train_bars_stack_forward_and_backward_beside_eval_per_backend(fig):
+    assert len({t.xaxis for t in fig.data}) == 5  # the five panels that hold a timed config
+    by_name = {t.name: t for t in fig.data if t.customdata[0][0] == LABELS[0]}
+    assert set(by_name) == {f"{b} {p}" for b in ("dyn", "trc") for p in ("forward", "backward", "eval")}
+    fwd, bwd = by_name["dyn forward"], by_name["dyn backward"]
+    assert fwd.offsetgroup == bwd.offsetgroup != by_name["dyn eval"].offsetgroup
+    assert bwd.base == fwd.y
+    assert by_name["trc forward"].offsetgroup != fwd.offsetgroup
+    assert fig.layout.barmode == "group"
+
+
+def test_missing_trc_and_failed_configs_draw_no_bars(records, fig):
+    labels = {t.customdata[0][0] for t in fig.data}
+    assert LABELS[3] not in labels
+    adam = [t for t in fig.data if t.customdata[0][0] == LABELS[4]]
+    assert {t.name for t in adam} == {"dyn forward", "dyn backward", "dyn eval"}
+    assert [t.label for t in timed_configs(records)] == sorted(set(LABELS) - {LABELS[3]})
+
+
+def test_each_series_appears_once_in_the_legend(fig):
+    shown = [t.name for t in fig.data if t.showlegend]
+    assert sorted(shown) == sorted({t.name for t in fig.data})
+
+
+def test_log_toggle_switches_every_y_axis(fig):
+    (menu,) = fig.layout.updatemenus
+    linear, log = menu.buttons
+    axes = {name for name in fig.layout if name.startswith("yaxis")}
+    assert linear.method == log.method == "relayout"
+    assert log.args[0] == {f"{axis}.type": "log" for axis in axes}
+    assert linear.args[0] == {f"{axis}.type": "linear" for axis in axes}
+    assert len(axes) == 12
+
+
+def test_no_timed_config_still_gives_a_figure():
+    fig = latency_figure([record(LABELS[0], status="failed")])
+    assert len(fig.data) == 0
+    assert fig.layout.annotations[-1].text == "no config timed successfully"

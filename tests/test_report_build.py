@@ -1,0 +1,188 @@
+"""Report assembly: every section, failed configs with their log tail, deltas, figures, summary."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+from pathlib import Path
+
+import pytest
+from report_inputs import FAILED_TAIL, LABELS, write_results
+
+from embprof.plots.export import PngJob, export_pngs
+from embprof.plots.figures import plotly_js
+from embprof.plots.latency import latency_figure
+from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
+from embprof.report import compare
+from embprof.report.build import ReportInputs, build_report
+from embprof.report.load import read_opcalls, read_results
+
+FAILED = LABELS[3]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def inputs(root: Path, out: Path, compare_to: Path | None = None) -> ReportInputs:
+    return ReportInputs(
+        results=root / "benchmark_results.json",
+        configs=root / "configs.tsv",
+        opcalls_dir=root / "opcalls",
+        sunburst_dir=root / "sunburst",
+        latency_html=root / "plots" / "latency.html",
+        status_dir=root / "status",
+        environment=root / "environment.json",
+        out_dir=out,
+        compare_to=compare_to,
+    )
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory) -> Path:
+    """A results folder after the sunburst and latency steps; one sunburst PNG is missing."""
+    root = write_results(tmp_path_factory.mktemp("run") / "results")
+    jobs = [PngJob(latency_figure(read_results(root / "benchmark_results.json")), root / "plots" / "latency.png")]
+    for label in LABELS[:3]:
+        frame = read_opcalls(root / "opcalls" / f"opcalls__{label}.csv")
+        fig = sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label))
+        jobs.append(PngJob(fig, root / "sunburst" / f"{label}.png"))
+    export_pngs(jobs)
+    return root
+
+
+@pytest.fixture(scope="module")
+def report(results) -> Path:
+    out = results / "report"
+    (out / "figures").mkdir(parents=True)
+    (out / "figures" / "sunburst__T1_gone.png").write_bytes(PNG_MAGIC)  # from an older run
+    return build_report(inputs(results, out))
+
+
+def section(html: str, section_id: str) -> str:
+    match = re.search(rf'<section id="{section_id}">(.*?)</section>', html, re.S)
+    assert match, f"no section {section_id}"
+    return match.group(1)
+
+
+def test_every_section_is_present_and_plotly_js_is_inlined_once(report):
+    html = report.read_text()
+    for section_id in ("summary", "latency", "top-ops", "breakdowns", "failed", "environment"):
+        section(html, section_id)
+    assert 'id="changes"' not in html  # no --compare-to
+    assert html.count(plotly_js()) == 1
+    ours = html.replace(plotly_js(), "")
+    assert "<script src" not in ours and "https://" not in ours
+    assert not re.search(r'(href|src)="(/|https?:|\.\./)', ours)  # relative links inside the folder only
+
+
+def test_headline_has_every_config_and_dyn_over_trc_ratios(report, results):
+    head = section(report.read_text(), "summary")
+    rows = re.findall(r"<tr>(.*?)</tr>", head, re.S)[1:]
+    assert len(rows) == len(LABELS)
+    records = {r["label"]: r for r in read_results(results / "benchmark_results.json")}
+    gpu = records[LABELS[0]]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", next(r for r in rows if LABELS[0] in r))
+    assert cells[2] == f"{gpu['dyn_train_ms']:.3f}"
+    assert cells[4] == f"{gpu['dyn_train_ms'] / gpu['trc_train_ms']:.2f}×"
+    assert cells[8] == f"{gpu['avg_n_unique']:,.0f}"
+    failed_row = next(r for r in rows if FAILED in r)
+    assert "failed: profile" in failed_row
+    assert "ADAM is not supported by TBE on the CPU" in head
+
+
+def test_failed_config_is_listed_with_step_and_log_tail(report):
+    failed = unescape(section(report.read_text(), "failed"))
+    assert FAILED in failed
+    assert "Step profile failed with exit code 1" in " ".join(failed.split()).replace("<strong>", "").replace("</strong>", "")
+    assert FAILED_TAIL in failed
+    breakdowns = unescape(section(report.read_text(), "breakdowns"))
+    assert "No breakdown: the profile step failed" in breakdowns
+
+
+def test_each_profiled_config_has_its_sunburst_and_legend_tables(report):
+    breakdowns = section(report.read_text(), "breakdowns")
+    figures = re.findall(r'data-figure="(sunburst-[^"]+)"', breakdowns)
+    assert len(figures) == len(LABELS) - 1
+    # two legend tables (dyn, trc) per config, one for the adam config (TBE cannot run ADAM on the CPU)
+    assert breakdowns.count('<table class="legend">') == 2 * (len(LABELS) - 2) + 1
+    assert "CPU busy (leaf operators)" in breakdowns
+    assert 'class="code">A</td>' in breakdowns
+
+
+def test_environment_and_cpu_stand_in_note(report):
+    html = report.read_text()
+    env = section(html, "environment")
+    for text in ("AMD EPYC 7B13", "2.13.0", "1.8.0", "9.27.1", "torch", "smoke", "2026-11-30T15:00:00Z"):
+        assert text in env
+    assert "CPU leaf operators stand in for kernels" in html
+
+
+def test_figures_are_copied_or_exported_and_stale_ones_dropped(report, results):
+    figures = report.parent / "figures"
+    names = sorted(p.name for p in figures.glob("*.png"))
+    assert names == sorted(["latency.png"] + [f"sunburst__{lab}.png" for lab in LABELS if lab != FAILED])
+    assert (figures / "latency.png").read_bytes() == (results / "plots" / "latency.png").read_bytes()
+    copied = figures / f"sunburst__{LABELS[0]}.png"
+    assert copied.read_bytes() == (results / "sunburst" / f"{LABELS[0]}.png").read_bytes()
+    exported = figures / f"sunburst__{LABELS[5]}.png"  # no PNG from the sunburst step: rendered here
+    assert exported.read_bytes()[:8] == PNG_MAGIC and exported.stat().st_size > 20_000
+
+
+def test_markdown_summary_for_pull_requests(report):
+    summary = (report.parent / "summary.md").read_text()
+    assert summary.startswith("# ")
+    for heading in ("## Configs", "## Failed configs", "## Ops that cost most across configs"):
+        assert heading in summary
+    assert f"| {LABELS[0]} | ok |" in summary
+    assert "RuntimeError: CUDA out of memory while profiling" in summary
+    assert "> CPU leaf operators stand in for kernels" in summary
+
+
+def test_compare_to_a_previous_results_folder(results, tmp_path):
+    previous = write_results(tmp_path / "previous", scale=0.5, failed=None, busy=False)
+    # the previous run knew a config that is gone now
+    old = json.loads((previous / "benchmark_results.json").read_text())
+    gone = dict(old[0], label="T1_totalB64_D8_sgd_gpu_pool=none_cap=1K")
+    (previous / "benchmark_results.json").write_text(json.dumps([*old, gone]))
+    out = build_report(inputs(results, tmp_path / "report", compare_to=previous))
+
+    changes = unescape(section(out.read_text(), "changes"))
+    now = {r["label"]: r for r in read_results(results / "benchmark_results.json")}
+    before = {r["label"]: r for r in old}
+    label = LABELS[1]
+    expected = 100.0 * (now[label]["dyn_train_ms"] / before[label]["dyn_train_ms"] - 1.0)
+    assert f"{expected:+.1f}%" in changes
+    assert "removed" in changes  # the gone config
+    summary = (out.parent / "summary.md").read_text()
+    assert f"## Changes against `{previous}`" in summary
+
+
+def test_config_deltas_mark_new_and_removed_configs():
+    now = [{"label": "a", "dyn_train_ms": 2.0, "trc_train_ms": 1.0}, {"label": "n", "dyn_train_ms": 1.0}]
+    before = [{"label": "a", "dyn_train_ms": 1.0, "trc_train_ms": 1.0}, {"label": "r", "dyn_train_ms": 3.0},
+              {"label": "f", "dyn_train_ms": 9.0, "status": "failed"}]
+    deltas = compare.config_deltas(now, before)
+    rows = {(r.label, r.metric): r for r in deltas.itertuples()}
+    assert rows[("a", "dyn_train_ms")].delta_ms == 1.0 and rows[("a", "dyn_train_ms")].delta_pct == 100.0
+    assert rows[("a", "trc_train_ms")].delta_pct == 0.0
+    assert rows[("n", "dyn_train_ms")].change == "new"
+    assert rows[("r", "dyn_train_ms")].change == "removed"
+    assert not any(label == "f" for label, _ in rows)
+    assert ("a", "dyn_eval_ms") not in rows  # measured in neither run
+
+
+def test_op_deltas_rank_by_absolute_change_and_count_missing_ops_as_zero():
+    import pandas as pd
+
+    def frame(ops):
+        return pd.DataFrame(
+            [("dyn", "forward", "", op, 1.0, ms) for op, ms in ops],
+            columns=["backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter"],
+        )
+
+    now = {"c": frame([("x", 1.0), ("y", 0.2), ("new", 0.5)])}
+    before = {"c": frame([("x", 0.4), ("y", 0.35), ("old", 0.1)]), "gone": frame([("x", 9.0)])}
+    deltas = compare.op_deltas(now, before)
+    assert deltas["op"].tolist() == ["x", "new", "y", "old"]
+    assert deltas["delta_ms"].tolist() == pytest.approx([0.6, 0.5, -0.15, -0.1])
+    assert deltas.loc[deltas.op == "x", "delta_pct"].item() == pytest.approx(150.0)
+    assert deltas.loc[deltas.op == "new", "delta_pct"].isna().item()
