@@ -1,6 +1,8 @@
 """A bucketed hash table over arbitrary int64 keys, with a score per slot.
 
 Layout: ``keys``, ``scores`` and ``occupied`` are ``[num_buckets, bucket_capacity]``;
+an insert fills empty slots in position order and a slot, once used, only changes
+owner (there is no erase), so each bucket's occupied slots are a prefix of it;
 slot ``b * bucket_capacity + p`` is also the row index of the key's values in the
 row store. An ``occupied`` flag (not a sentinel key) marks used slots, so every
 int64 is a valid key. All operations are vectorized over a batch of keys: a find
@@ -70,12 +72,15 @@ class BucketedHashTable:
         return torch.cat([self._find_chunk(chunk) for chunk in keys.split(_FIND_CHUNK)])
 
     def _find_chunk(self, keys: torch.Tensor) -> torch.Tensor:
+        # Buckets fill from position 0 and slots are never vacated, so the occupied
+        # slots of a bucket are a prefix: the first equal key decides, and only its
+        # slot's flag needs reading (an empty slot's stale key can only match after
+        # every occupied position).
         buckets = self.buckets(keys)
-        hit = (self.keys[buckets] == keys.unsqueeze(1)) & self.occupied[buckets]
-        found = hit.any(dim=1)
-        position = hit.to(torch.uint8).argmax(dim=1)
+        position = (self.keys[buckets] == keys.unsqueeze(1)).to(torch.uint8).argmax(dim=1)
         slots = buckets * self.bucket_capacity + position
-        return torch.where(found, slots, torch.full_like(slots, -1))
+        found = (self.keys.view(-1)[slots] == keys) & self.occupied.view(-1)[slots]
+        return torch.where(found, slots, -1)
 
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
         """Scores at ``slots``; 0 for slot -1."""

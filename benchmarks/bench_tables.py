@@ -1,0 +1,268 @@
+"""Issue 3's speed check: DynamicEmb tables against FBGEMM TBE, forward and backward ms per iteration.
+
+Configs (all pooling NONE, one pow-law id per sample and table, as the reference
+system's benchmark):
+
+- ``sgd-gpu`` / ``adam-gpu``: every row in device memory; TBE with EmbeddingLocation.DEVICE.
+- ``sgd-caching`` / ``adam-caching``: a device cache of ``footprint x ratio`` rows per
+  table (footprint = distinct ids of the whole run) over host storage; TBE with
+  MANAGED_CACHING and the same share of rows cached.
+
+Both libraries run in the same process on the same pre-generated batches; each
+config prints dyn and TBE ms side by side and their ratio (dyn / TBE). The seed size
+(default) is for a GPU; ``--small`` is a CPU-sized run that checks the script works
+(there TBE runs EmbeddingLocation.HOST, and ADAM, which TBE's CPU kernels lack,
+shows no baseline).
+
+    python benchmarks/bench_tables.py               # seed size, needs CUDA
+    python benchmarks/bench_tables.py --small       # a minute on a laptop CPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
+
+ROW_FLOATS = {EmbOptimType.EXACT_SGD: 1, EmbOptimType.ADAM: 3}
+CONFIGS = {
+    "sgd-gpu": (EmbOptimType.EXACT_SGD, False),
+    "adam-gpu": (EmbOptimType.ADAM, False),
+    "sgd-caching": (EmbOptimType.EXACT_SGD, True),
+    "adam-caching": (EmbOptimType.ADAM, True),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    tables: int
+    rows: int
+    batch: int
+    dim: int
+    alpha: float
+    iterations: int
+    warmup: int
+    cache_ratio: float
+    device: torch.device
+
+
+def power_law_ids(count: int, low: int, high: int, alpha: float, device: torch.device, generator: torch.Generator) -> torch.Tensor:
+    """Ids in [low, high) with P(x) ~ x^-alpha, by inverting the truncated power-law CDF."""
+    u = torch.rand(count, dtype=torch.float64, generator=generator).to(device)
+    exponent = 1.0 - alpha
+    lo, hi = float(low) ** exponent, float(high) ** exponent
+    ids = ((hi - lo) * u + lo) ** (1.0 / exponent)
+    return ids.to(torch.int64).clamp_(low, high - 1)
+
+
+def make_batches(work: Workload, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``iterations`` TBE batches: table-major ids, one id per bag."""
+    generator = torch.Generator().manual_seed(seed)
+    offsets = torch.arange(work.tables * work.batch + 1, dtype=torch.int64, device=work.device)
+    return [
+        (power_law_ids(work.tables * work.batch, 1, work.rows, work.alpha, work.device, generator), offsets)
+        for _ in range(work.iterations)
+    ]
+
+
+def footprint(work: Workload, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> list[int]:
+    """Distinct ids per table over the whole run (the reference's cache sizing rule)."""
+    per_table = [torch.cat([ids[t * work.batch : (t + 1) * work.batch] for ids, _ in batches]) for t in range(work.tables)]
+    return [int(torch.unique(ids).numel()) for ids in per_table]
+
+
+def build_dyn(work: Workload, optimizer: EmbOptimType, caching: bool, unique: list[int]) -> BatchedDynamicEmbeddingTables:
+    row_bytes = work.dim * ROW_FLOATS[optimizer] * 4
+    options = [
+        DynamicEmbTableOptions(
+            dim=work.dim,
+            max_capacity=work.rows,
+            local_hbm_for_values=int(unique[t] * work.cache_ratio) * row_bytes if caching else None,
+            caching=caching,
+        )
+        for t in range(work.tables)
+    ]
+    return BatchedDynamicEmbeddingTables(options, optimizer, PoolingMode.NONE, device=work.device, learning_rate=0.01)
+
+
+def build_tbe(work: Workload, optimizer: EmbOptimType, caching: bool, unique: list[int]) -> torch.nn.Module | None:
+    """FBGEMM's TBE on the same shapes, or None where it cannot run here."""
+    try:
+        from fbgemm_gpu.split_embedding_configs import EmbOptimType as TbeOptim
+        from fbgemm_gpu.split_table_batched_embeddings_ops_common import (
+            CacheAlgorithm,
+            EmbeddingLocation,
+        )
+        from fbgemm_gpu.split_table_batched_embeddings_ops_common import PoolingMode as TbePooling
+        from fbgemm_gpu.split_table_batched_embeddings_ops_training import (
+            ComputeDevice,
+            SplitTableBatchedEmbeddingBagsCodegen,
+        )
+    except ImportError:
+        return None
+    on_gpu = work.device.type == "cuda"
+    if not on_gpu and optimizer is EmbOptimType.ADAM:
+        return None  # TBE's CPU kernels have no ADAM
+    if on_gpu:
+        location = EmbeddingLocation.MANAGED_CACHING if caching else EmbeddingLocation.DEVICE
+        compute = ComputeDevice.CUDA
+    else:
+        location, compute = EmbeddingLocation.HOST, ComputeDevice.CPU
+    cache_load_factor = min(1.0, sum(int(u * work.cache_ratio) for u in unique) / (work.rows * work.tables))
+    return SplitTableBatchedEmbeddingBagsCodegen(
+        [(work.rows, work.dim, location, compute)] * work.tables,
+        optimizer=TbeOptim.ADAM if optimizer is EmbOptimType.ADAM else TbeOptim.EXACT_SGD,
+        pooling_mode=TbePooling.NONE,
+        learning_rate=0.01,
+        cache_load_factor=cache_load_factor,
+        cache_algorithm=CacheAlgorithm.LRU,
+        device=work.device,
+    )
+
+
+class PhaseTimer:
+    """Per-phase elapsed ms: CUDA events on a GPU (no sync inside the loop), wall clock on the CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.spans: dict[str, list] = {"forward": [], "backward": []}
+
+    def run(self, phase: str, work: Callable[[], torch.Tensor | None]) -> torch.Tensor | None:
+        if self.cuda:
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            result = work()
+            stop.record()
+            self.spans[phase].append((start, stop))
+        else:
+            began = time.perf_counter()
+            result = work()
+            self.spans[phase].append((time.perf_counter() - began) * 1e3)
+        return result
+
+    def mean_ms(self, phase: str) -> float:
+        spans = self.spans[phase]
+        if self.cuda:
+            torch.cuda.synchronize()
+            spans = [start.elapsed_time(stop) for start, stop in spans]
+        return sum(spans) / len(spans)
+
+
+def measure(module: torch.nn.Module, work: Workload, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[float, float]:
+    """Mean forward and backward ms over the timed iterations, after ``warmup`` untimed ones."""
+    grad = torch.full((work.tables * work.batch, work.dim), 1e-3, device=work.device)
+    timer = PhaseTimer(work.device)
+    with torch.autograd.set_multithreading_enabled(False):
+        for step in range(work.warmup + work.iterations):
+            ids, offsets = batches[step % len(batches)]
+            if step == work.warmup:
+                timer = PhaseTimer(work.device)
+            out = timer.run("forward", lambda ids=ids, offsets=offsets: module(ids, offsets))
+            timer.run("backward", lambda out=out: out.backward(grad))
+    return timer.mean_ms("forward"), timer.mean_ms("backward")
+
+
+def run(work: Workload, names: list[str]) -> list[dict]:
+    batches = make_batches(work)
+    unique = footprint(work, batches)
+    print(f"device {work.device}, {work.tables} tables x {work.rows} rows, dim {work.dim}, batch {work.batch}/table, "
+          f"alpha {work.alpha}, {work.iterations} timed iterations; distinct ids/table {sum(unique) // len(unique)}")
+    header = f"{'config':<14}{'dyn fwd':>10}{'dyn bwd':>10}{'tbe fwd':>10}{'tbe bwd':>10}{'fwd x':>8}{'bwd x':>8}{'train x':>9}"
+    print(header)
+    records = []
+    for name in names:
+        optimizer, caching = CONFIGS[name]
+        dyn = build_dyn(work, optimizer, caching, unique)
+        dyn_fwd, dyn_bwd = measure(dyn, work, batches)
+        mode = dyn.storage_mode(0).value
+        del dyn
+        tbe = build_tbe(work, optimizer, caching, unique)
+        tbe_fwd = tbe_bwd = None
+        if tbe is not None:
+            tbe_fwd, tbe_bwd = measure(tbe, work, batches)
+            del tbe
+        if work.device.type == "cuda":
+            torch.cuda.empty_cache()
+        record = dict(config=name, storage_mode=mode, dyn_forward_ms=dyn_fwd, dyn_backward_ms=dyn_bwd,
+                      tbe_forward_ms=tbe_fwd, tbe_backward_ms=tbe_bwd)
+        records.append(record)
+        print(format_row(record))
+    return records
+
+
+def format_row(record: dict) -> str:
+    def ms(value: float | None) -> str:
+        return f"{value:10.3f}" if value is not None else f"{'n/a':>10}"
+
+    def ratio(dyn: float, tbe: float | None, width: int) -> str:
+        return f"{dyn / tbe:{width}.2f}" if tbe else f"{'n/a':>{width}}"
+
+    dyn_train = record["dyn_forward_ms"] + record["dyn_backward_ms"]
+    tbe_train = None if record["tbe_forward_ms"] is None else record["tbe_forward_ms"] + record["tbe_backward_ms"]
+    return (f"{record['config']:<14}{ms(record['dyn_forward_ms'])}{ms(record['dyn_backward_ms'])}"
+            f"{ms(record['tbe_forward_ms'])}{ms(record['tbe_backward_ms'])}"
+            f"{ratio(record['dyn_forward_ms'], record['tbe_forward_ms'], 8)}"
+            f"{ratio(record['dyn_backward_ms'], record['tbe_backward_ms'], 8)}{ratio(dyn_train, tbe_train, 9)}")
+
+
+def write_json(path: str, work: Workload, records: list[dict]) -> None:
+    payload = {"workload": {k: (str(v) if isinstance(v, torch.device) else v) for k, v in work.__dict__.items()},
+               "gpu": torch.cuda.get_device_name() if work.device.type == "cuda" else None, "results": records}
+    folder = os.path.dirname(os.path.abspath(path))
+    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as handle:
+        json.dump(payload, handle, indent=2)
+    os.replace(handle.name, path)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--small", action="store_true", help="CPU-sized run: 2 tables x 50K rows, batch 4096, 5 iterations")
+    parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if available, cpu with --small)")
+    parser.add_argument("--tables", type=int, default=10)
+    parser.add_argument("--rows", type=int, default=16 * 2**20 // 10, help="rows per table")
+    parser.add_argument("--batch", type=int, default=104_857, help="samples per table per iteration")
+    parser.add_argument("--dim", type=int, default=128)
+    parser.add_argument("--alpha", type=float, default=1.05)
+    parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--cache-ratio", type=float, default=1.0, help="cache rows = distinct ids of the run x this")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {','.join(CONFIGS)}")
+    parser.add_argument("--json", default=None, help="also write the results to this file")
+    args = parser.parse_args(argv)
+    if args.small:
+        args.tables, args.rows, args.batch, args.iterations, args.warmup = 2, 50_000, 4096, 5, 2
+    return args
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    names = [name for name in args.configs.split(",") if name]
+    unknown = [name for name in names if name not in CONFIGS]
+    if unknown:
+        print(f"error: unknown config(s) {', '.join(unknown)}; choose from {', '.join(CONFIGS)}", file=sys.stderr)
+        return 2
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() and not args.small else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("error: --device cuda but CUDA is not available (use --small for a CPU run)", file=sys.stderr)
+        return 2
+    if min(args.tables, args.rows - 1, args.batch, args.dim, args.iterations) <= 0 or args.warmup < 0 or args.cache_ratio <= 0:
+        print("error: sizes, iterations and --cache-ratio must be positive", file=sys.stderr)
+        return 2
+    work = Workload(args.tables, args.rows, args.batch, args.dim, args.alpha, args.iterations, args.warmup, args.cache_ratio, device)
+    records = run(work, names)
+    if args.json:
+        write_json(args.json, work, records)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
