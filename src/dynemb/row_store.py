@@ -3,8 +3,9 @@
 Row ``capacity`` (one past the last slot) is a spare row: gathers and scatters for
 slot -1 (an id that found no slot) are redirected there, so the hot path needs no
 mask and no host sync. Rows below ``device_rows`` live on the compute device, the
-rest in host memory (pinned when CUDA is present): all-device is the GPU mode,
-none-on-device the HOST mode, anything between the HYBRID mode.
+rest in host memory: all-device is the GPU mode, none-on-device the HOST mode,
+anything between the HYBRID mode. Host rows are not pinned: a gather indexes them
+on the CPU into a fresh tensor first, so pinning tens of GB would buy nothing.
 """
 
 from __future__ import annotations
@@ -23,8 +24,7 @@ class RowStore:
         self.device_rows = min(device_rows, total)
         self.device_part = torch.zeros(self.device_rows, width, dtype=torch.float32, device=device)
         host_rows = total - self.device_rows
-        pin = device.type == "cuda"
-        self.host_part = torch.zeros(host_rows, width, dtype=torch.float32, pin_memory=pin)
+        self.host_part = torch.zeros(host_rows, width, dtype=torch.float32)
 
     def _spare(self, slots: torch.Tensor) -> torch.Tensor:
         return torch.where(slots >= 0, slots, self.capacity)
