@@ -144,12 +144,19 @@ def raw_from_kineto(path: Path) -> Raw:
     work = []
     for t, s, en, name, i in ops:
         nested = any(
-            t2 == t and i2 != i and s <= s2 and en2 <= en and (s2, -en2, i2) > (s, -en, i)
+            t2 == t and i2 != i and nested(s, en, i, s2, en2, i2)
             for t2, s2, en2, _, i2 in ops
         )
         if not nested:
             work.append((t, s, s, en, name, True))
     return Raw(ranges=ranges, work=work, stem=_stem(path))
+
+
+def nested(s: int, e: int, i: int, s2: int, e2: int, i2: int) -> bool:
+    """Interval 2 lies inside interval 1: starts in [s, e) and ends by e, or is identical and listed later."""
+    if s2 == s and e2 == e:
+        return i2 > i
+    return s <= s2 < e and e2 <= e
 
 
 def demangled_to_short(name: str) -> str:
@@ -220,6 +227,9 @@ def expected(raws: list[Raw], layout: str, category_of) -> dict[str, Expected]:
                 kinds = [_kind(n) for n in chain]
                 found = {k: [n for n, kk in zip(chain, kinds, strict=False) if kk == k] for k in ("config", "iter", "backend", "phase")}
                 if not all(found.values()):
+                    continue
+                last = {k: max(i for i, kk in enumerate(kinds) if kk == k) for k in ("config", "iter")}
+                if last["config"] > last["iter"]:  # an iteration counts inside its own config only
                     continue
                 label, backend, phase = found["config"][-1], found["backend"][-1], found["phase"][-1]
             kept = [(i, n) for i, (n, k) in enumerate(zip(chain, kinds, strict=False)) if k in ("other", "op")]

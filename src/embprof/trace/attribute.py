@@ -141,30 +141,34 @@ def attribute(trace: Trace, layout: str = "default") -> Attributed:
             path_of[grow] = n_paths + inv
             n_paths += len(uniq)
 
+    # A sentinel at position n stands for "no range": every lookup below is then a plain gather.
+    parent = np.append(forest.parent, -1)
+    config_of, iter_of, backend_of, phase_of, op_of = (
+        np.append(a, -1) for a in (config_of, iter_of, backend_of, phase_of, op_of)
+    )
+    path_of = np.append(path_of, 0)
+    name = np.append(name, -1)
     r = innermost(forest, p_tc, wk.launch)
-    inside = r >= 0
-    rr = np.where(inside, r, 0)
+    r = np.where(r >= 0, r, n)
 
-    def ctx(arr: np.ndarray) -> np.ndarray:
-        return np.where(inside, arr[rr], -1)
-
-    op = ctx(op_of)
+    op = op_of[r]
     kernel = wk.kind == KIND_KERNEL
     has_op = op >= 0
-    op_parent = np.where(has_op, forest.parent[np.maximum(op, 0)], -1)
     # Kernels under an op: stages are the path above the op. Copies and memsets are their
     # own rows, with the op they ran in as their innermost stage. Outside any op: all of it.
-    stage_anchor = np.where(has_op, np.where(kernel, op_parent, op), np.where(inside, r, -1))
-    stage = np.where(stage_anchor >= 0, path_of[np.maximum(stage_anchor, 0)], 0)
+    stage_anchor = np.where(has_op, np.where(kernel, parent[np.where(has_op, op, n)], op), r)
+    stage = path_of[np.where(stage_anchor >= 0, stage_anchor, n)]
     op_is_range = has_op & kernel
-    op_code = np.where(op_is_range, name[np.maximum(op, 0)], wk.name)
+    op_code = np.where(op_is_range, name[np.where(has_op, op, n)], wk.name)
 
     if layout == "default":
-        config, iteration = ctx(config_of), ctx(iter_of)
-        backend, phase = ctx(backend_of), ctx(phase_of)
-        counted = (config >= 0) & (iteration >= 0) & (backend >= 0) & (phase >= 0)
-        label_code = np.where(counted, name[np.maximum(config, 0)], -1)
-        iter_cfg = config_of[cls == ITERATION]
+        config, iteration = config_of[r], iter_of[r]
+        backend, phase = backend_of[r], phase_of[r]
+        # An iteration counts inside its own config range only.
+        iter_config = config_of[np.where(iteration >= 0, iteration, n)]
+        counted = (config >= 0) & (iteration >= 0) & (iter_config == config) & (backend >= 0) & (phase >= 0)
+        label_code = name[np.where(counted, config, n)]
+        iter_cfg = config_of[np.flatnonzero(cls == ITERATION)]
         label_names = {int(c): rg.names[int(c)] for c in np.unique(label_code[counted])}
         iterations: dict[str, int] = {}
         if len(iter_cfg):

@@ -96,13 +96,18 @@ def _ranges(df: pd.DataFrame) -> Ranges:
 def leaf_mask(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """True for intervals with no other interval of the same thread nested inside them.
 
-    Sorted by (thread, start, -end), a nested interval is always the next one
-    after its encloser, so one shifted comparison decides it.
+    j is inside i when it starts in [start_i, end_i) and ends by end_i, or is
+    an identical interval listed after i. Sorted by (thread, start, -end), a
+    nested interval is always the next one after its encloser, so one shifted
+    comparison decides it.
     """
     order = np.lexsort((-end, start, thread))
     t, s, e = thread[order], start[order], end[order]
     has_child = np.zeros(len(order), dtype=bool)
-    has_child[:-1] = (t[1:] == t[:-1]) & (s[1:] >= s[:-1]) & (e[1:] <= e[:-1])
+    same = t[1:] == t[:-1]
+    starts_inside = (s[1:] < e[:-1]) & (e[1:] <= e[:-1])
+    identical = (s[1:] == s[:-1]) & (e[1:] == e[:-1])
+    has_child[:-1] = same & (starts_inside | identical)
     mask = np.empty(len(order), dtype=bool)
     mask[order] = ~has_child
     return mask
