@@ -53,7 +53,7 @@ def summary_line(record: dict) -> str:
         if trc is None:
             parts.append(f"{phase} dyn {dyn:.3f} ms")
         else:
-            parts.append(f"{phase} dyn {dyn:.3f} / trc {trc:.3f} ms ({trc / dyn:.2f}x)")
+            parts.append(f"{phase} dyn {dyn:.3f} / trc {trc:.3f} ms ({trc / dyn:.3g}x)")
     if record["trc_skip_reason"]:
         parts.append(f"trc skipped: {record['trc_skip_reason']}")
     return " | ".join(parts)

@@ -145,3 +145,23 @@ def test_bad_results_file_and_bad_record(tmp_path: Path) -> None:
     assert json.loads(path.read_text())[0]["label"] == "x"
     with pytest.raises(ValueError, match="missing"):
         append_record(path, {"label": "y"})
+
+
+@pytest.mark.parametrize("suite", ["TestGpu", "TestCaching", "TestNoCaching", "TestNoHbm"])
+def test_each_suite_builds_its_storage_mode(suite: str) -> None:
+    from benchmark.backends import build_dynamic_tables
+    from dynemb import EmbOptimType, StorageMode
+    from dynemb.optimizers import state_width
+
+    expected = {"TestGpu": StorageMode.GPU, "TestCaching": StorageMode.CACHING,
+                "TestNoCaching": StorageMode.HYBRID, "TestNoHbm": StorageMode.HOST}[suite]
+    for cfg in suite_configs(suite, PRESETS["smoke"]):
+        opt = {"sgd": EmbOptimType.EXACT_SGD, "adam": EmbOptimType.ADAM}[cfg.optimizer]
+        assert cfg.row_bytes == 4 * (cfg.dim + state_width(opt, cfg.dim))
+        distinct = [cap // 3 for cap in cfg.caps]
+        tables = build_dynamic_tables(cfg, cfg.hbm_bytes_per_table(distinct), CPU)
+        assert [tables.storage_mode(t) for t in range(cfg.num_tables)] == [expected] * cfg.num_tables
+        if suite == "TestCaching":
+            assert cfg.hbm_rows_per_table(distinct) == [
+                -(-n * int(cfg.cache_footprint_ratio * 10) // 10) for n in distinct
+            ]
