@@ -65,9 +65,10 @@ def print_ncu_command(cfg: BenchmarkConfig, request: pytest.FixtureRequest) -> N
         iterations = parse_iterations(config.getoption("--ncu-iterations"), cfg.num_iterations)
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    passthrough = []
-    if config.getoption("--num-tables") is not None:
-        passthrough = ["--num-tables", str(config.getoption("--num-tables"))]
+    passthrough: list[str] = []
+    for option in ("--num-tables", "--feature-distribution", "--alpha"):  # they shape the config's inputs
+        if config.getoption(option) is not None:
+            passthrough += [option, str(config.getoption(option))]
     if config.getoption("--no-torchrec"):
         passthrough.append("--no-torchrec")
     command = ncu_command(

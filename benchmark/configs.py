@@ -20,6 +20,7 @@ KIB_ROWS = 1 << 10
 CAP_ROUNDING_KEEP = 0.95
 HYBRID_HBM_SHARE = 0.1  # TestNoCaching: share of each table's row bytes kept in GPU memory
 OPTIMIZERS = ("adam", "sgd")
+DISTRIBUTIONS = ("pow-law", "zipf", "uniform")
 
 # Suite class name -> storage mode (labels.MODES)
 SUITES = {
@@ -173,8 +174,13 @@ def suite_configs(
     *,
     num_tables: int | None = None,
     num_iterations: int | None = None,
+    distribution: str | None = None,
+    alpha: float | None = None,
 ) -> list[BenchmarkConfig]:
-    """The configs of one suite. ``num_tables`` keeps total capacity and total batch fixed."""
+    """The configs of one suite; ``None`` keeps the preset's value.
+
+    ``num_tables`` keeps total capacity and total batch fixed.
+    """
     mode = SUITES[suite]
     tables = num_tables if num_tables is not None else preset.num_tables
     if tables < 1:
@@ -195,8 +201,8 @@ def suite_configs(
         caps=(cap,) * tables,
         cache_footprint_ratio=None,
         num_iterations=num_iterations if num_iterations is not None else preset.num_iterations,
-        distribution=preset.distribution,
-        alpha=preset.alpha,
+        distribution=distribution if distribution is not None else preset.distribution,
+        alpha=alpha if alpha is not None else preset.alpha,
         max_hotness=preset.max_hotness,
         seed=preset.seed,
     )

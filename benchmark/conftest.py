@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .configs import PRESETS, SUITES, BenchmarkConfig, RunOptions, suite_configs
+from .configs import DISTRIBUTIONS, PRESETS, SUITES, BenchmarkConfig, RunOptions, suite_configs
 
 PROFILE_MODES = ("torch", "nsys", "ncu-gen", "ncu")
 NEEDS_CUDA = ("nsys", "ncu")
@@ -35,6 +35,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="tables per config; total capacity and total batch stay fixed",
     )
     group.addoption("--num-iterations", type=int, default=None, help="iterations (sampled batches) per config")
+    group.addoption(
+        "--feature-distribution",
+        choices=DISTRIBUTIONS,
+        default=None,
+        help="how ids are drawn (default: the preset's, pow-law)",
+    )
+    group.addoption("--alpha", type=float, default=None, help="pow-law / zipf exponent (default: the preset's, 1.05)")
     group.addoption(
         "--results-file",
         default=None,
@@ -67,6 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("--num-iterations must be at least 1")
     if config.getoption("--num-tables") is not None and config.getoption("--num-tables") < 1:
         raise pytest.UsageError("--num-tables must be at least 1")
+    alpha = config.getoption("--alpha")
+    if alpha is not None and alpha <= 0:
+        raise pytest.UsageError("--alpha must be positive")
     if profile == "torch" and not config.getoption("--trace-dir"):
         raise pytest.UsageError("--profile torch needs --trace-dir DIR")
     if profile in NEEDS_CUDA and not config.option.collectonly:
@@ -108,6 +118,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             PRESETS[preset_name(config)],
             num_tables=config.getoption("--num-tables"),
             num_iterations=config.getoption("--num-iterations"),
+            distribution=config.getoption("--feature-distribution"),
+            alpha=config.getoption("--alpha"),
         )
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-DISTRIBUTIONS = ("pow-law", "zipf", "uniform")
+from .configs import DISTRIBUTIONS
 
 
 @dataclass(frozen=True)
