@@ -27,15 +27,24 @@ _FIND_CHUNK = 1 << 16
 
 @dataclass(frozen=True)
 class Evicted:
-    """Keys pushed out of their slots by an insert; their rows are still in place."""
+    """Ids pushed out of their slots by an insert, one entry per inserted id.
 
+    ``mask`` marks entries that are real evictions; the evicted rows are still in
+    place. Kept padded so counting needs no host sync; ``compact`` pays one.
+    """
+
+    mask: torch.Tensor
     keys: torch.Tensor
     slots: torch.Tensor
     scores: torch.Tensor
 
-    @property
-    def count(self) -> int:
-        return self.keys.numel()
+    def count(self) -> torch.Tensor:
+        return self.mask.sum()
+
+    def compact(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(keys, slots, scores) of the real evictions only."""
+        real = torch.nonzero(self.mask).squeeze(1)
+        return self.keys[real], self.slots[real], self.scores[real]
 
 
 class BucketedHashTable:
@@ -47,14 +56,17 @@ class BucketedHashTable:
         self.num_buckets = num_buckets
         self.bucket_capacity = bucket_capacity
         self.device = device
-        self.keys = torch.zeros(num_buckets, bucket_capacity, dtype=torch.int64, device=device)
-        # Scores carry one spare entry past the end: writes for slot -1 land there, so
-        # score updates of a batch with absent ids need no mask (and no host sync).
-        self._scores_with_spare = torch.zeros(self.capacity + 1, dtype=torch.int64, device=device)
-        self.scores = self._scores_with_spare[:-1].view(num_buckets, bucket_capacity)
-        self.occupied = torch.zeros(num_buckets, bucket_capacity, dtype=torch.bool, device=device)
-        # One extra entry absorbs writes for slot -1, so protecting never needs a mask.
-        self._protected = torch.zeros(self.capacity + 1, dtype=torch.bool, device=device)
+        # Every per-slot array has one spare entry past the end (index ``capacity``):
+        # writes for slot -1 (an absent id, a key that found no slot) land there, so
+        # batch updates need no mask and no host sync. The spare is never occupied.
+        spare = self.capacity + 1
+        self._keys = torch.zeros(spare, dtype=torch.int64, device=device)
+        self._scores = torch.zeros(spare, dtype=torch.int64, device=device)
+        self._occupied = torch.zeros(spare, dtype=torch.bool, device=device)
+        self._protected = torch.zeros(spare, dtype=torch.bool, device=device)
+        self.keys = self._keys[:-1].view(num_buckets, bucket_capacity)
+        self.scores = self._scores[:-1].view(num_buckets, bucket_capacity)
+        self.occupied = self._occupied[:-1].view(num_buckets, bucket_capacity)
         # Bumped whenever slots change owner: lets callers know if saved slots are stale.
         self.version = 0
 
@@ -79,24 +91,23 @@ class BucketedHashTable:
         buckets = self.buckets(keys)
         position = (self.keys[buckets] == keys.unsqueeze(1)).to(torch.uint8).argmax(dim=1)
         slots = buckets * self.bucket_capacity + position
-        found = (self.keys.view(-1)[slots] == keys) & self.occupied.view(-1)[slots]
+        found = (self._keys[slots] == keys) & self._occupied[slots]
         return torch.where(found, slots, -1)
 
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
         """Scores at ``slots``; 0 for slot -1."""
-        found = slots >= 0
-        return torch.where(found, self._scores_with_spare[self._or_spare(slots)], 0)
+        return torch.where(slots >= 0, self._scores[self._or_spare(slots)], 0)
 
     def _or_spare(self, slots: torch.Tensor) -> torch.Tensor:
         return torch.where(slots >= 0, slots, self.capacity)
 
     def set_scores(self, slots: torch.Tensor, scores: torch.Tensor) -> None:
         """Overwrite scores at ``slots`` (unique); slot -1 entries are ignored."""
-        self._scores_with_spare[self._or_spare(slots)] = scores
+        self._scores[self._or_spare(slots)] = scores
 
     def add_scores(self, slots: torch.Tensor, increments: torch.Tensor) -> None:
         """Add to scores at ``slots`` (unique); slot -1 entries are ignored."""
-        self._scores_with_spare.index_add_(0, self._or_spare(slots), increments)
+        self._scores.index_add_(0, self._or_spare(slots), increments)
 
     def insert(self, keys: torch.Tensor, scores: torch.Tensor, protect: torch.Tensor | None = None) -> tuple[torch.Tensor, Evicted]:
         """Give each new key a slot; return the slots (-1: its bucket had no slot left) and the evicted keys.
@@ -110,7 +121,7 @@ class BucketedHashTable:
         n = keys.numel()
         if n == 0:
             empty = torch.empty(0, dtype=torch.int64, device=self.device)
-            return empty, Evicted(empty, empty, empty)
+            return empty, Evicted(torch.empty(0, dtype=torch.bool, device=self.device), empty, empty, empty)
         cap = self.bucket_capacity
         sorted_buckets, order = torch.sort(self.buckets(keys), stable=True)
         touched, counts = torch.unique_consecutive(sorted_buckets, return_counts=True)
@@ -118,9 +129,9 @@ class BucketedHashTable:
         rank = torch.arange(n, device=self.device) - (torch.cumsum(counts, 0) - counts)[group]
 
         if protect is not None:
-            self._protected[protect] = True  # -1 lands on the spare last entry
+            self._protected[protect] = True  # -1 lands on the spare entry
         priority = torch.where(self.occupied[touched], self.scores[touched], _INT64_MIN)
-        blocked = self._protected[: self.capacity].view(self.num_buckets, cap)[touched]
+        blocked = self._protected[:-1].view(self.num_buckets, cap)[touched]
         priority = torch.where(blocked, _INT64_MAX, priority)
         if protect is not None:
             self._protected[protect] = False
@@ -130,16 +141,13 @@ class BucketedHashTable:
         placed = rank < eligible[group]
         position = candidate[group, rank.clamp(max=cap - 1)]
         sorted_slots = torch.where(placed, touched[group] * cap + position, -1)
+        target = self._or_spare(sorted_slots)
 
-        taken = sorted_slots[placed]
-        keys_flat, scores_flat, occupied_flat = self.keys.view(-1), self.scores.view(-1), self.occupied.view(-1)
-        was_occupied = occupied_flat[taken]
-        evicted_slots = taken[was_occupied]
-        evicted = Evicted(keys_flat[evicted_slots], evicted_slots, scores_flat[evicted_slots])
-
-        keys_flat[taken] = keys[order][placed]
-        scores_flat[taken] = scores[order][placed]
-        occupied_flat[taken] = True
+        evicted = Evicted(self._occupied[target], self._keys[target], sorted_slots, self._scores[target])
+        self._keys[target] = keys[order]
+        self._scores[target] = scores[order]
+        self._occupied[target] = True
+        self._occupied[self.capacity] = False
         slots = torch.empty_like(sorted_slots)
         slots[order] = sorted_slots
         self.version += 1
@@ -154,7 +162,7 @@ class BucketedHashTable:
     def items(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(keys, slots, scores) of every occupied slot, in slot order."""
         slots = torch.nonzero(self.occupied.view(-1)).squeeze(1)
-        return self.keys.view(-1)[slots], slots, self.scores.view(-1)[slots]
+        return self._keys[slots], slots, self._scores[slots]
 
     def size(self) -> int:
         return int(self.occupied.sum())

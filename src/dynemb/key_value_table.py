@@ -31,25 +31,21 @@ class KeyValueTable:
         """Slots for new ``keys`` (rows not yet written); evicted ids' rows are still readable."""
         return self.index.insert(keys, scores, protect)
 
-    def upsert(self, keys: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor) -> tuple[int, int]:
+    def upsert(self, keys: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """Write ``rows`` for unique ``keys``, overwriting present ids and inserting the rest.
 
-        Returns (ids evicted to make room, ids that found no slot). Used for
+        Returns how many ids were evicted to make room (a device scalar). Used for
         write-back from a cache and for loading checkpoints.
         """
         if keys.numel() == 0:
-            return 0, 0
+            return torch.zeros((), dtype=torch.int64, device=self.device)
         slots = self.find(keys)
         self.index.set_scores(slots, scores)
         missing = torch.nonzero(slots < 0).squeeze(1)
-        evicted_count = 0
-        if missing.numel():
-            new_slots, evicted = self.insert(keys[missing], scores[missing], protect=slots)
-            slots[missing] = new_slots
-            evicted_count = evicted.count
+        new_slots, evicted = self.insert(keys[missing], scores[missing], protect=slots)
+        slots[missing] = new_slots
         self.rows.scatter(slots, rows)
-        unplaced = int((slots < 0).sum()) if missing.numel() else 0
-        return evicted_count, unplaced
+        return evicted.count()
 
     def items(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(ids, rows, scores) of everything stored."""

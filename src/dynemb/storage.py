@@ -77,7 +77,7 @@ class DynamicTable:
         self.eval_initializer = Initializer(options.eval_initializer_args, seed, options.max_capacity)
         self.hits = torch.zeros((), dtype=torch.int64, device=device)
         self.misses = torch.zeros((), dtype=torch.int64, device=device)
-        self.evictions = 0
+        self.evictions = torch.zeros((), dtype=torch.int64, device=device)
 
     @property
     def storage_mode(self) -> StorageMode:
@@ -86,7 +86,7 @@ class DynamicTable:
     def reset_stats(self) -> None:
         self.hits.zero_()
         self.misses.zero_()
-        self.evictions = 0
+        self.evictions.zero_()
 
     def initial_rows(self, keys: torch.Tensor) -> torch.Tensor:
         """Full rows (embedding and fresh optimizer state) for ids seen for the first time."""
@@ -116,8 +116,7 @@ class DynamicTable:
             )
 
     def _upsert(self, tier: KeyValueTable, keys: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor) -> None:
-        evicted, _ = tier.upsert(keys, rows, scores)
-        self.evictions += evicted
+        self.evictions += tier.upsert(keys, rows, scores)
 
 
 class FlatTable(DynamicTable):
@@ -143,23 +142,23 @@ class FlatTable(DynamicTable):
         self._count_lookups(found)
         with op_range("flagged_compact"):
             missing = torch.nonzero(~found).squeeze(1)
-        fresh = unplaced = None
+        fresh = None
         if missing.numel():
             new_keys = keys[missing]
             with op_range("initializer"):
                 fresh = self.initial_rows(new_keys)
             with op_range("storage_insert"):
                 new_slots, evicted = self.table.insert(new_keys, self.scores.for_new(counts[missing]), protect=slots)
-            self.evictions += evicted.count
+            self.evictions += evicted.count()
             with op_range("store_to_flat"):
                 self.table.rows.scatter(new_slots, fresh)
             slots[missing] = new_slots
-            unplaced = torch.nonzero(new_slots < 0).squeeze(1)
         with op_range("load_from_flat"):
             emb = self.table.rows.gather(slots, self.dim)
-        if unplaced is not None and unplaced.numel():
-            # Ids whose bucket was full of this batch's ids: used with fresh values, not stored.
-            emb[missing[unplaced]] = fresh[unplaced, : self.dim]
+        if fresh is not None:
+            # Ids whose bucket was full of this batch's ids (slot -1) are used with
+            # fresh values, not stored; selected without a host sync.
+            emb[missing] = torch.where((new_slots < 0).unsqueeze(1), fresh[:, : self.dim], emb[missing])
         return emb, UpdatePlan(keys, slots, self.table.version, exact=True)
 
     def prefetch(self, keys: torch.Tensor, counts: torch.Tensor) -> None:
@@ -222,15 +221,16 @@ class CachedTable(DynamicTable):
         scores = self.scores.for_new(counts[missing], self.storage.index.slot_scores(stored_slots))
         with op_range("cache_insert_evict"):
             new_slots, evicted = self.cache.insert(miss_keys, scores, protect=slots)
-        self.evictions += evicted.count
-        if evicted.count:
+            evicted_keys, evicted_slots, evicted_scores = evicted.compact()
+        self.evictions += evicted_keys.numel()
+        if evicted_keys.numel():
             with op_range("load_from_flat"):
-                evicted_rows = self.cache.rows.gather(evicted.slots)
+                evicted_rows = self.cache.rows.gather(evicted_slots)
         with op_range("store_to_flat"):
             self.cache.rows.scatter(new_slots, rows)
-        if evicted.count:
+        if evicted_keys.numel():
             with op_range("storage_insert"):
-                self.storage.upsert(evicted.keys, evicted_rows, evicted.scores)
+                self.storage.upsert(evicted_keys, evicted_rows, evicted_scores)
         slots[missing] = new_slots
         outside = torch.nonzero(new_slots < 0).squeeze(1)
         if outside.numel() == 0:

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from dynemb.function import DynamicEmbeddingFunction, lookup_batch
-from dynemb.optimizers import OptimizerParams, state_fields
+from dynemb.optimizers import OptimizerParams, initial_state, state_fields
 from dynemb.options import DynamicEmbTableOptions, EmbOptimType, PoolingMode, StorageMode
 from dynemb.ranges import emit_range, op_range
 from dynemb.segments import segmented_unique
@@ -102,7 +102,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return {
             "hits": sum(int(t.hits) for t in chosen),
             "misses": sum(int(t.misses) for t in chosen),
-            "evictions": sum(t.evictions for t in chosen),
+            "evictions": sum(int(t.evictions) for t in chosen),
         }
 
     def reset_cache_stats(self) -> None:
@@ -140,7 +140,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
     def _state_columns(self, table: DynamicTable, count: int, state: dict[str, torch.Tensor] | None) -> torch.Tensor:
         fields = state_fields(self.optimizer, table.dim)
-        fresh = table.initial_rows(torch.zeros(count, dtype=torch.int64, device=self.device))[:, table.dim :]
+        fresh = initial_state(self.optimizer, count, table.dim, self.params, self.device)
         if state is None:
             return fresh
         unknown = set(state) - set(fields)
@@ -149,10 +149,10 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         for name, (start, stop) in fields.items():
             if name not in state:
                 continue
-            values = state[name].to(self.device, torch.float32).reshape(count, -1) if state[name].numel() == count * (stop - start) else None
-            if values is None:
-                raise ValueError(f"state {name!r} must have {stop - start} values per id, got shape {tuple(state[name].shape)}")
-            fresh[:, start:stop] = values
+            values = state[name]
+            if values.numel() != count * (stop - start):
+                raise ValueError(f"state {name!r} must have {stop - start} values per id, got shape {tuple(values.shape)}")
+            fresh[:, start:stop] = values.to(self.device, torch.float32).reshape(count, stop - start)
         return fresh
 
     def _table(self, table: int) -> DynamicTable:
