@@ -95,6 +95,15 @@ def test_script_uses_the_datasheet_for_an_absent_gpu(
     assert not other.exists() and not list(tmp_path.glob(".other.json*"))
 
 
+def test_script_measures_here_when_no_record_says_where(tmp_path: Path) -> None:
+    records = tmp_path / "benchmark_results.json"
+    records.write_text("[]")  # every config's timing failed
+    out = tmp_path / "peak_bandwidth.json"
+    args = ["--out", str(out), "--records", str(records), "--device", "cpu", "--size-mib", "4"]
+    assert script.main([*args, "--repeats", "1"]) == 0
+    assert read_peak(out).source == "measured" and read_peak(out).device == "cpu"
+
+
 def test_script_rejects_mixed_devices_and_absent_cuda(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

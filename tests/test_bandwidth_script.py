@@ -196,3 +196,28 @@ def test_failed_timing_run_writes_empty_bandwidth(
     frame = pd.read_csv(out)
     assert len(frame) == len(pd.read_csv(inputs["opcalls"])) and frame["achieved_gbps"].isna().all()
     assert "timing run failed" in capsys.readouterr().err
+
+
+def test_peak_of_another_device_gives_no_pct(
+    inputs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = inputs["dir"] / "bw.csv"
+    args = [
+        str(inputs["opcalls"]),
+        "--record",
+        str(inputs["record"]),
+        "--peak",
+        str(inputs["peak"]),
+    ]
+    inputs["record"].write_text(json.dumps(RECORD | {"gpu_name": "NVIDIA H200"}))
+    assert script.main([*args, "--out", str(out)]) == 0
+    frame = pd.read_csv(out)
+    assert frame["achieved_gbps"].notna().sum() == 6 and frame["pct_of_peak"].isna().all()
+    assert (
+        "no % of peak: the peak is for 'NVIDIA A100-PG509-200', the config ran on 'NVIDIA H200'"
+        in (capsys.readouterr().err)
+    )
+    inputs["record"].write_text(json.dumps(RECORD | {"device": "cpu", "gpu_name": None}))
+    assert script.main([*args, "--out", str(out)]) == 0
+    assert pd.read_csv(out)["pct_of_peak"].isna().all()
+    assert "the peak is for cuda:0, the config ran on cpu" in capsys.readouterr().err

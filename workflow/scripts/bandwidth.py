@@ -29,7 +29,7 @@ sys.path.insert(
 )  # conda envs hold no project code
 
 from embprof.bandwidth.achieved import achieved_bandwidth  # noqa: E402
-from embprof.bandwidth.peak import PeakError, read_peak  # noqa: E402
+from embprof.bandwidth.peak import Peak, PeakError, read_peak  # noqa: E402
 from embprof.bandwidth.table import DEFAULT_TABLE, TableError, load_table  # noqa: E402
 from embprof.labels import sanitize_label  # noqa: E402
 
@@ -66,23 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         opcalls = _read_opcalls(args.opcalls)
         record = _find_record(args.record, label)
         peak = read_peak(args.peak) if args.peak else None
-        frame, notes = achieved_bandwidth(opcalls, record, table, peak.peak_gbps if peak else None)
+        mismatch = _peak_mismatch(peak, record)
+        peak_gbps = peak.peak_gbps if peak is not None and not mismatch else None
+        frame, notes = achieved_bandwidth(opcalls, record, table, peak_gbps)
     except (InputError, TableError, PeakError) as exc:
         print(f"bandwidth.py: error: {exc}", file=sys.stderr)
         return 1
-    for note in notes:
+    for note in [*notes, *([mismatch] if mismatch else [])]:
         print(f"bandwidth.py: {label}: {note}", file=sys.stderr)
-    if (
-        peak is not None
-        and record is not None
-        and record.get("gpu_name")
-        and peak.device.startswith("cuda")
-        and peak.name != record["gpu_name"]
-    ):
-        print(
-            f"bandwidth.py: {label}: peak is for {peak.name!r}, the config ran on {record['gpu_name']!r}",
-            file=sys.stderr,
-        )
     _write_csv(frame, out)
     covered = int(frame["achieved_gbps"].notna().sum())
     print(
@@ -90,6 +81,20 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _peak_mismatch(peak: Peak | None, record: dict[str, Any] | None) -> str:
+    """Why the peak is not this config's device ("" when it is, or when nothing says)."""
+    if peak is None or record is None or not record.get("device"):
+        return ""
+    ran_on_gpu = str(record["device"]).startswith("cuda")
+    if ran_on_gpu != peak.device.startswith("cuda"):
+        return f"no % of peak: the peak is for {peak.device}, the config ran on {record['device']}"
+    if ran_on_gpu and record.get("gpu_name") and record["gpu_name"] != peak.name:
+        return (
+            f"no % of peak: the peak is for {peak.name!r}, the config ran on {record['gpu_name']!r}"
+        )
+    return ""
 
 
 def _label_from_name(path: Path) -> str:

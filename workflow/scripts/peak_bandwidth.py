@@ -94,25 +94,17 @@ def _peak(args: argparse.Namespace) -> tuple[Peak, bool]:
 
 
 def _target(args: argparse.Namespace) -> tuple[str, str]:
-    """The device to describe: the records' (when given) or this machine's."""
-    if args.records is None:
+    """The device to describe: the one the records ran on (when they say), else this machine's."""
+    records = _records(args.records) if args.records is not None else []
+    if not records:
         device = resolve_device(args.device)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise PeakError(
                 f"--device {args.device}: CUDA is not available here (use --records to name the GPU)"
             )
         return device, device_name(device)
-    try:
-        raw = json.loads(args.records.read_text())
-    except OSError as exc:
-        raise PeakError(f"{args.records}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise PeakError(f"{args.records}: not JSON: {exc.msg}") from None
-    records = raw if isinstance(raw, list) else [raw]
-    if not records or not all(isinstance(r, dict) for r in records):
-        raise PeakError(f"{args.records}: expected benchmark records (JSON objects)")
     devices = {
-        ("cuda" if str(r.get("device", "")).startswith("cuda") else "cpu", r.get("gpu_name"))
+        ("cuda" if str(r["device"]).startswith("cuda") else "cpu", r.get("gpu_name"))
         for r in records
     }
     if len(devices) > 1:
@@ -125,6 +117,20 @@ def _target(args: argparse.Namespace) -> tuple[str, str]:
     if not isinstance(name, str) or not name:
         raise PeakError(f"{args.records}: CUDA records without a gpu_name")
     return "cuda:0", name
+
+
+def _records(path: Path) -> list[dict]:
+    """Benchmark records that say where they ran (a failed config's may not)."""
+    try:
+        raw = json.loads(path.read_text())
+    except OSError as exc:
+        raise PeakError(f"{path}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise PeakError(f"{path}: not JSON: {exc.msg}") from None
+    records = raw if isinstance(raw, list) else [raw]
+    if not all(isinstance(r, dict) for r in records):
+        raise PeakError(f"{path}: expected benchmark records (JSON objects)")
+    return [r for r in records if r.get("device")]
 
 
 if __name__ == "__main__":

@@ -151,7 +151,8 @@ def pct_of_peak_figure(
     if peak is None:
         subtitle = "no peak measured: GB/s only"
     else:
-        subtitle = f"peak {peak.peak_gbps:,.0f} GB/s, {peak.source} on {peak.name}"
+        gbps = f"{peak.peak_gbps:,.0f}" if peak.peak_gbps >= 100 else f"{peak.peak_gbps:.1f}"
+        subtitle = f"peak {gbps} GB/s, {peak.source} on {peak.name}"
     fig.update_layout(
         title=dict(
             text=f"Achieved memory bandwidth per op, % of peak ({subtitle})", x=0.01, xanchor="left"
