@@ -130,8 +130,9 @@ def test_report_draws_every_figure_offline_without_console_errors(report, tmp_pa
     assert check.errors == []
     assert [url for url in check.requests if url.startswith(("http:", "https:", "ws:", "wss:"))] == []
     names = [name for name, _, _ in check.figures]
-    # the latency plot and one sunburst per config that has a breakdown (the failed one has none)
-    assert len(names) == 1 + len(LABELS) - 1 == len(set(names))
+    # the latency plot and a sunburst per backend of each config with a breakdown: dyn and trc,
+    # dyn alone where TBE cannot run (adam), none for the failed config
+    assert len(names) == 1 + 2 * (len(LABELS) - 2) + 1 == len(set(names))
     assert all(svgs >= 1 and plots == 1 for _, svgs, plots in check.figures), check.figures
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert screenshot.stat().st_size > 50_000

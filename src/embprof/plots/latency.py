@@ -175,7 +175,9 @@ def latency_figure(
     )
     fig.update_yaxes(gridcolor="#E5E5E5", zeroline=False)
     base_layout(fig, title=title, width=max(420 * cols, 900), height=height)
-    fig.update_layout(margin=dict(t=TOP_PX, b=BOTTOM_PX), title=dict(y=1.0, yanchor="top", pad=dict(t=16)))
+    fig.update_layout(
+        margin=dict(t=TOP_PX, b=BOTTOM_PX), title=dict(y=1.0, yanchor="top", pad=dict(t=16))
+    )
     return fig
 
 

@@ -187,7 +187,7 @@ def sunburst_figure(opcalls: pd.DataFrame, codes: dict[str, str], title: str) ->
                     "<b>%{customdata}</b><br>%{value:.4f} ms/iter<br>"
                     "%{percentRoot:.1%} of the iteration<extra></extra>"
                 ),
-                insidetextorientation="radial",
+                insidetextorientation="auto",
                 name=backend,
             ),
             row=1,

@@ -51,6 +51,7 @@ from embprof.report.tables import (
 TITLE = "DynamicEmb vs TorchRec TBE: latency report"
 FIGURES = "figures"
 LATENCY_PNG = "latency.png"
+BACKEND_SUNBURST_PX = 520
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,6 @@ def _load_previous(folder: Path) -> _Run:
 class _Section:
     label: str
     anchor: str
-    figure_id: str
-    figure_div: str
     png: str
     legends: list[LegendItem]
     message: str
@@ -160,8 +159,7 @@ def build_report(inputs: ReportInputs) -> Path:
     head = to_cells(headline(labels, by_label, failed_steps), HEADLINE_VIEW)
     top = to_cells(top_ops(opcalls), TOP_OPS_VIEW)
     sections = [
-        _section(label, opcalls.get(label), sunbursts.get(label), busy.get(label), failed_steps)
-        for label in labels
+        _section(label, opcalls.get(label), busy.get(label), failed_steps) for label in labels
     ]
     failed = [_failed(statuses[label]) for label in sorted(failed_steps)]
     comparison = _comparison(records, opcalls, previous, inputs.compare_to)
@@ -220,29 +218,36 @@ def _write_pngs(figures_dir: Path, wanted: Mapping[str, tuple[go.Figure, Path]])
 def _section(
     label: str,
     frame: pd.DataFrame | None,
-    fig: go.Figure | None,
     busy: BusyTime | None,
     failed_steps: Mapping[str, str],
 ) -> _Section:
+    """A config's breakdown: per backend, its sunburst beside its legend table."""
     anchor = dom_id("config", label)
-    if frame is None or fig is None:
+    if frame is None:
         reason = (
             f"No breakdown: the {failed_steps[label]} step failed (see Failed configs)."
             if label in failed_steps
             else "No breakdown: the workflow wrote no per-op CSV for this config."
         )
-        return _Section(label, anchor, "", "", "", [], reason)
+        return _Section(label, anchor, "", [], reason)
     legends = config_legends(frame)
-    notes = {b: busy_note(busy, b) for b in legends}
-    names = {b: f"{BACKEND_NAMES.get(b, b)} ({b})" for b in legends}
-    figure_id = dom_id("sunburst", label)
+    codes = assign_letter_codes(frame)
+    figures = {}
+    for backend in legends:
+        fig = sunburst_figure(frame[frame["backend"] == backend], codes, "")
+        fig.update_layout(width=BACKEND_SUNBURST_PX, height=BACKEND_SUNBURST_PX, margin=dict(t=50))
+        figure_id = dom_id(f"sunburst-{backend}", label)
+        figures[backend] = (figure_id, figure_div(fig, figure_id))
     return _Section(
         label=label,
         anchor=anchor,
-        figure_id=figure_id,
-        figure_div=Markup(figure_div(fig, figure_id)),
         png=f"{FIGURES}/{sunburst_png_name(label)}",
-        legends=legend_items(legends, notes, names),
+        legends=legend_items(
+            legends,
+            {b: busy_note(busy, b) for b in legends},
+            {b: f"{BACKEND_NAMES.get(b, b)} ({b})" for b in legends},
+            figures,
+        ),
         message="",
     )
 

@@ -16,9 +16,13 @@ from embprof.report.tables import LEGEND_VIEW, Cells, to_cells
 
 @dataclass(frozen=True)
 class LegendItem:
+    """One backend's legend table; in the report also its own sunburst, drawn beside it."""
+
     title: str
     note: str
     cells: Cells
+    figure_id: str = ""
+    figure_div: str = ""
 
 
 @cache
@@ -38,10 +42,21 @@ def render(template: str, **context: Any) -> str:
 
 
 def legend_items(
-    legends: dict[str, pd.DataFrame], notes: dict[str, str], names: dict[str, str]
+    legends: dict[str, pd.DataFrame],
+    notes: dict[str, str],
+    names: dict[str, str],
+    figures: dict[str, tuple[str, str]] | None = None,
 ) -> list[LegendItem]:
+    """Legend tables per backend; ``figures`` maps a backend to (figure id, figure div)."""
+    figures = figures or {}
     return [
-        LegendItem(title=names.get(b, b), note=notes.get(b, ""), cells=to_cells(t, LEGEND_VIEW))
+        LegendItem(
+            title=names.get(b, b),
+            note=notes.get(b, ""),
+            cells=to_cells(t, LEGEND_VIEW),
+            figure_id=figures.get(b, ("", ""))[0],
+            figure_div=Markup(figures.get(b, ("", ""))[1]),
+        )
         for b, t in legends.items()
     ]
 

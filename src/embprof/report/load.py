@@ -121,7 +121,12 @@ def read_busy(path: Path) -> BusyTime | None:
         raise InputError(f"{path}: busy_ms_per_iter must be an object backend -> ms")
     busy = {}
     for backend, value in per_backend.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        if (
+            not isinstance(value, (int, float))
+            or isinstance(value, bool)
+            or not math.isfinite(value)
+            or value < 0
+        ):
             raise InputError(f"{path}: busy ms of {backend!r} must be a number >= 0, got {value!r}")
         busy[str(backend)] = float(value)
     return BusyTime(ms_per_iter=busy, time_source=source)

@@ -227,14 +227,15 @@ HEADLINE_VIEW = (
     Column("eval_ratio", "eval dyn/trc", fmt_ratio, True),
     Column("unique_ids", "unique ids/iter", fmt_count, True),
 )
+# Numbers right after the op so they stay in view beside a sunburst; long stage paths go last.
 LEGEND_VIEW = (
     Column("code", "code"),
-    Column("phase", "phase"),
-    Column("stage", "stage"),
     Column("op", "op"),
-    Column("calls_per_iter", "calls/iter", fmt_calls, True),
     Column("ms_per_iter", "ms/iter", fmt_ms, True),
     Column("pct_of_iter", "% of iter", fmt_pct, True),
+    Column("calls_per_iter", "calls/iter", fmt_calls, True),
+    Column("phase", "phase"),
+    Column("stage", "stage"),
 )
 TOP_OPS_VIEW = (
     Column("backend", "backend"),
