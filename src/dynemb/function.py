@@ -40,10 +40,19 @@ def bag_lengths(layout: BatchLayout, table: int) -> torch.Tensor:
 
 
 def lookup_batch(module: BatchedDynamicEmbeddingTables, indices: torch.Tensor, layout: BatchLayout, training: bool) -> tuple[torch.Tensor, list[TableBatch]]:
-    """Output in TBE layout and, per table, what backward needs."""
-    outputs: list[torch.Tensor] = []
-    saved: list[TableBatch] = []
+    """Output in TBE layout and, per table, what backward needs.
+
+    Each table writes its part straight into the output (rows ``start:stop`` for
+    pooling NONE, its columns for SUM/MEAN), so no concatenation copy follows.
+    """
     pooled = module.pooling_mode is not PoolingMode.NONE
+    if pooled:
+        width = sum(table.dim for table in module.tables)
+        output = torch.empty(layout.batch_size, width, dtype=torch.float32, device=indices.device)
+    else:
+        output = torch.empty(indices.numel(), module.tables[0].dim, dtype=torch.float32, device=indices.device)
+    saved: list[TableBatch] = []
+    column = 0
     for t, table in enumerate(module.tables):
         start, stop = layout.bounds[t], layout.bounds[t + 1]
         with op_range("segmented_unique"):
@@ -51,10 +60,12 @@ def lookup_batch(module: BatchedDynamicEmbeddingTables, indices: torch.Tensor, l
         emb, plan = table.lookup(unique.keys, unique.counts, training)
         lengths = bag_lengths(layout, t) if pooled else None
         with op_range("gather_embedding"):
-            rows = emb[unique.inverse]
-            outputs.append(pool(rows, lengths, module.pooling_mode) if pooled else rows)
+            if pooled:
+                output[:, column : column + table.dim] = pool(emb[unique.inverse], lengths, module.pooling_mode)
+            else:
+                torch.index_select(emb, 0, unique.inverse, out=output[start:stop])
+        column += table.dim
         saved.append(TableBatch(unique, plan, start, stop, lengths))
-    output = torch.cat(outputs, dim=1 if pooled else 0) if len(outputs) > 1 else outputs[0]
     return output, saved
 
 

@@ -132,14 +132,16 @@ class FlatTable(DynamicTable):
 
     def lookup(self, keys: torch.Tensor, counts: torch.Tensor, training: bool) -> tuple[torch.Tensor, UpdatePlan | None]:
         """Embeddings ``[len(keys), dim]`` of unique ids; training inserts new ids and refreshes scores."""
-        with op_range("storage_find"):
-            slots = self.table.find(keys)
-        found = slots >= 0
         if not training:
+            with op_range("storage_find"):
+                slots = self.table.find(keys)
             return _rows_or_default(self.table, slots, keys, self.eval_initializer, self.dim), None
         self.scores.tick()
-        self.scores.touch(self.table.index, slots, counts)
-        self._count_lookups(found)
+        with op_range("storage_find"):
+            slots = self.table.find(keys)
+            found = slots >= 0
+            self.scores.touch(self.table.index, slots, counts)
+            self._count_lookups(found)
         with op_range("flagged_compact"):
             missing = torch.nonzero(~found).squeeze(1)
         fresh = None
@@ -203,9 +205,9 @@ class CachedTable(DynamicTable):
         self.scores.tick()
         with op_range("cache_lookup"):
             slots = self.cache.find(keys)
-        found = slots >= 0
-        self.scores.touch(self.cache.index, slots, counts)
-        self._count_lookups(found)
+            found = slots >= 0
+            self.scores.touch(self.cache.index, slots, counts)
+            self._count_lookups(found)
         with op_range("flagged_compact"):
             missing = torch.nonzero(~found).squeeze(1)
         if missing.numel() == 0:
@@ -214,11 +216,11 @@ class CachedTable(DynamicTable):
         with op_range("storage_find"):
             stored_slots = self.storage.find(miss_keys)
             rows = self.storage.rows.gather(stored_slots)
+            scores = self.scores.for_new(counts[missing], self.storage.index.slot_scores(stored_slots))
             fresh = torch.nonzero(stored_slots < 0).squeeze(1)
         if fresh.numel():
             with op_range("initializer"):
                 rows[fresh] = self.initial_rows(miss_keys[fresh])
-        scores = self.scores.for_new(counts[missing], self.storage.index.slot_scores(stored_slots))
         with op_range("cache_insert_evict"):
             new_slots, evicted = self.cache.insert(miss_keys, scores, protect=slots)
             evicted_keys, evicted_slots, evicted_scores = evicted.compact()
