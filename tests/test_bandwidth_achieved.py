@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from embprof.bandwidth.achieved import COLUMNS, achieved_bandwidth
-from embprof.bandwidth.table import TableError, load_table
+from embprof.bandwidth.table import DEFAULT_TABLE, TableError, load_table
 
 TABLE = load_table()
 ROW = 64 * 4
@@ -141,3 +143,21 @@ def test_no_record_keeps_formulas_but_no_bytes() -> None:
     assert frame["formula"].iloc[0].startswith("gather_embedding: ")
     assert frame[["bytes_per_iter", "achieved_gbps", "pct_of_peak"]].isna().all().all()
     assert notes == ["no benchmark record (its timing run failed?): no bytes for any op"]
+
+
+def test_a_formula_that_divides_by_zero_gives_a_note_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "bandwidth.yaml"
+    path.write_text(
+        DEFAULT_TABLE.read_text().replace(
+            "bytes: n_total * key_bytes + n_unique",
+            "bytes: n_total / (n_unique - n_unique) + n_unique",
+            1,
+        )
+    )
+    frame, notes = achieved_bandwidth(
+        _opcalls([("dyn", "forward", "", "segmented_unique", 0.5)]), RECORD, load_table(path), None
+    )
+    assert frame["bytes_per_iter"].isna().all()
+    assert any(
+        n.startswith("segmented_unique: no bytes,") and "division by zero" in n for n in notes
+    )

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from embprof.bandwidth.expr import FormulaError
 from embprof.bandwidth.table import BandwidthTable, TableError
 
 OPCALLS_NEEDED = ("backend", "phase", "parent_stages", "op", "avg_ms_per_iter")
@@ -75,7 +76,11 @@ def achieved_bandwidth(
             notes.append(f"{rule.name}: no bytes, undefined {', '.join(undefined)}")
         if undefined:
             continue
-        total_bytes = float(rule.bytes(variables))
+        try:
+            total_bytes = float(rule.bytes(variables))
+        except FormulaError as exc:
+            notes.append(f"{rule.name}: no bytes, {exc}")
+            continue
         total_ms = float(group["ms"].sum())
         if total_ms > 0:
             bytes_per_iter[members] = total_bytes * group["ms"].to_numpy() / total_ms

@@ -150,8 +150,8 @@ class Rule:
         """Boolean mask over ``rows`` (columns backend, phase, op)."""
         op = rows["op"].astype(str).str.removeprefix("op:")
         hit = op.isin(self.ops)
-        if self.op_regex is not None:
-            hit |= op.map(lambda name: self.op_regex.search(name) is not None).astype(bool)
+        if (pattern := self.op_regex) is not None:
+            hit |= op.map(lambda name: pattern.search(name) is not None).astype(bool)
         if self.backend != "any":
             hit &= rows["backend"] == self.backend
         if self.phase is not None:
@@ -197,24 +197,27 @@ class BandwidthTable:
         chosen = {name: c.normalize(record.get(c.field)) for name, c in self.choices.items()}
         notes: list[str] = []
         for var in self.variables:
-            formula = var.formula
-            if var.by is not None:
+            if var.by is None:
+                formula = var.formula
+            else:
                 choice = chosen[var.by]
                 formula = var.cases.get(choice) if choice is not None else None
-                if formula is None:
-                    field_name = self.choices[var.by].field
-                    notes.append(
-                        f"{var.name} undefined: {field_name}={record.get(field_name)!r} has no case"
-                        f" (known: {', '.join(var.cases)})"
-                    )
-                    continue
-            assert formula is not None
+            if formula is None:
+                field_name = self.choices[var.by].field if var.by else "?"
+                notes.append(
+                    f"{var.name} undefined: {field_name}={record.get(field_name)!r} has no case"
+                    f" (known: {', '.join(var.cases)})"
+                )
+                continue
             if formula.names - values.keys():
                 notes.append(
                     f"{var.name} undefined: needs {', '.join(sorted(formula.names - values.keys()))}"
                 )
                 continue
-            values[var.name] = float(formula(values))
+            try:
+                values[var.name] = float(formula(values))
+            except FormulaError as exc:
+                notes.append(f"{var.name} undefined: {exc}")
         return values, notes
 
     def datasheet_peak(self, device_name: str) -> DatasheetEntry | None:
