@@ -294,3 +294,17 @@ def test_bad_input_exits_1_without_traceback(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "unreadable SQLite export" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("path", [H200, H100X2], ids=["h200", "h100x2"])
+def test_sqlite3_fallback_reads_what_adbc_reads(path):
+    """Without the ADBC driver the same queries run through sqlite3, with the same result."""
+    from embprof.trace.nsys import read_sqlite
+
+    fast, slow = read_sqlite(path), read_sqlite(path, use_adbc=False)
+    for part in ("ranges", "work"):
+        a, b = getattr(fast, part), getattr(slow, part)
+        for col in ("thread", "start", "end"):
+            assert (getattr(a, col) == getattr(b, col)).all()
+        assert [a.names[i] for i in a.name] == [b.names[i] for i in b.name]
+    assert fast.dropped_unlaunched == slow.dropped_unlaunched

@@ -143,11 +143,11 @@ def raw_from_kineto(path: Path) -> Raw:
     ops = [(thread(e), ns(e["ts"]), end(e), e["name"], i) for i, e in enumerate(xs) if e["cat"] == "cpu_op"]
     work = []
     for t, s, en, name, i in ops:
-        nested = any(
+        has_inner = any(
             t2 == t and i2 != i and nested(s, en, i, s2, en2, i2)
             for t2, s2, en2, _, i2 in ops
         )
-        if not nested:
+        if not has_inner:
             work.append((t, s, s, en, name, True))
     return Raw(ranges=ranges, work=work, stem=_stem(path))
 

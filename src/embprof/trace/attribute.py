@@ -26,7 +26,7 @@ from embprof.labels import is_config_range
 
 from .errors import TraceError
 from .model import KIND_KERNEL, Trace
-from .nesting import build_forest, innermost, levels
+from .nesting import build_forest, innermost
 
 BACKENDS = ("dyn", "trc")
 PHASES = ("forward", "backward")
@@ -69,11 +69,28 @@ def classify(names: list[str], layout: str) -> tuple[np.ndarray, np.ndarray]:
     return cls, val
 
 
-def _union_ns(start: np.ndarray, end: np.ndarray) -> int:
+def _group_ids(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Dense group id per row over several key columns, and the first row of each group.
+
+    Pairs of codes are folded one column at a time and re-densified by hashing,
+    so the combined key never overflows and no sort is needed.
+    """
+    group = np.zeros(len(columns[0]), dtype=np.int64)
+    n_groups = 1
+    for col in columns:
+        codes, uniq = pd.factorize(col)
+        group, kept = pd.factorize(group * len(uniq) + codes)
+        n_groups = len(kept)
+    first = np.full(n_groups, len(group), dtype=np.int64)
+    np.minimum.at(first, group, np.arange(len(group)))
+    return group, first
+
+
+def _union_ns(start: np.ndarray, end: np.ndarray, presorted: bool = False) -> int:
     """Length of the union of [start, end) intervals."""
     if len(start) == 0:
         return 0
-    o = np.argsort(start, kind="stable")
+    o = np.arange(len(start)) if presorted else np.argsort(start, kind="stable")
     s, e = start[o], end[o]
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), dtype=bool)
@@ -105,27 +122,28 @@ def _path_strings(parent_path: list[np.ndarray], path_name: list[np.ndarray], na
 
 def attribute(trace: Trace, layout: str = "default") -> Attributed:
     rg, wk = trace.ranges, trace.work
-    forest, p_tc = build_forest(rg.thread, rg.start, rg.end, wk.thread, wk.launch)
+    forest, p_tc, by_level = build_forest(rg.thread, rg.start, rg.end, wk.thread, wk.launch)
     n = len(forest.start)
     name = rg.name[forest.order]
     name_cls, name_val = classify(rg.names, layout)
-    cls, val = name_cls[name], name_val[name]
+    cls, val = name_cls[name], name_val[name]  # before the sentinel is appended to name
 
-    config_of = np.full(n, -1, np.int64)
-    iter_of = np.full(n, -1, np.int64)
-    backend_of = np.full(n, -1, np.int64)
-    phase_of = np.full(n, -1, np.int64)
-    op_of = np.full(n, -1, np.int64)
-    path_of = np.zeros(n, np.int64)
+    # Position n is a sentinel standing for "no range": lookups below are then plain gathers.
+    config_of = np.full(n + 1, -1, np.int64)
+    iter_of = np.full(n + 1, -1, np.int64)
+    backend_of = np.full(n + 1, -1, np.int64)
+    phase_of = np.full(n + 1, -1, np.int64)
+    op_of = np.full(n + 1, -1, np.int64)
+    path_of = np.zeros(n + 1, np.int64)
+    parent = np.append(forest.parent, -1)
+    name = np.append(name, -1)
     parent_path: list[np.ndarray] = []
     path_name: list[np.ndarray] = []
     n_paths = 1
-    for idx in levels(forest.depth):
-        p = forest.parent[idx]
-        has = p >= 0
-        pp = np.where(has, p, 0)
-        for arr, root in ((config_of, -1), (iter_of, -1), (backend_of, -1), (phase_of, -1), (op_of, -1), (path_of, 0)):
-            arr[idx] = np.where(has, arr[pp], root)
+    for idx in by_level:
+        p = np.where(parent[idx] >= 0, parent[idx], n)
+        for arr in (config_of, iter_of, backend_of, phase_of, op_of, path_of):
+            arr[idx] = arr[p]
         c = cls[idx]
         config_of[idx[c == CONFIG]] = idx[c == CONFIG]
         iter_of[idx[c == ITERATION]] = idx[c == ITERATION]
@@ -135,19 +153,12 @@ def attribute(trace: Trace, layout: str = "default") -> Attributed:
         grow = idx[(c == OTHER) | (c == OP)]
         if len(grow):
             key = path_of[grow] * (len(rg.names) + 1) + name[grow]
-            uniq, inv = np.unique(key, return_inverse=True)
+            inv, uniq = pd.factorize(key)
             parent_path.append(uniq // (len(rg.names) + 1))
             path_name.append(uniq % (len(rg.names) + 1))
             path_of[grow] = n_paths + inv
             n_paths += len(uniq)
 
-    # A sentinel at position n stands for "no range": every lookup below is then a plain gather.
-    parent = np.append(forest.parent, -1)
-    config_of, iter_of, backend_of, phase_of, op_of = (
-        np.append(a, -1) for a in (config_of, iter_of, backend_of, phase_of, op_of)
-    )
-    path_of = np.append(path_of, 0)
-    name = np.append(name, -1)
     r = innermost(forest, p_tc, wk.launch)
     r = np.where(r >= 0, r, n)
 
@@ -192,13 +203,17 @@ def attribute(trace: Trace, layout: str = "default") -> Attributed:
             )
         raise TraceError(trace.path, "no work launched inside config/nsys_iter_<i>/dyn|trc/forward|backward ranges")
 
-    frame = pd.DataFrame({
-        "label": label_code[counted], "backend": backend[counted], "phase": phase[counted],
-        "stage": stage[counted], "op_code": op_code[counted], "is_op_range": op_is_range[counted],
-        "kind": wk.kind[counted], "kernel": wk.name[counted], "dur": (wk.end - wk.start)[counted],
+    keys = (label_code, backend, phase, stage, op_code, op_is_range, wk.kind, wk.name)
+    every = bool(counted.all())
+    group, first = _group_ids([k if every else k[counted] for k in keys])
+    dur = wk.end - wk.start if every else (wk.end - wk.start)[counted]
+    sel = first if every else np.flatnonzero(counted)[first]
+    groups = pd.DataFrame({
+        "label": label_code[sel], "backend": backend[sel], "phase": phase[sel], "stage": stage[sel],
+        "op_code": op_code[sel], "is_op_range": op_is_range[sel], "kind": wk.kind[sel], "kernel": wk.name[sel],
+        "calls": np.bincount(group, minlength=len(first)),
+        "total_ns": np.bincount(group, weights=dur, minlength=len(first)).round().astype(np.int64),
     })
-    g = frame.groupby(["label", "backend", "phase", "stage", "op_code", "is_op_range", "kind", "kernel"], sort=False)
-    groups = g["dur"].agg(calls="size", total_ns="sum").reset_index()
 
     paths = _path_strings(parent_path, path_name, rg.names, groups["stage"].unique())
     op_names = np.where(
@@ -221,13 +236,15 @@ def attribute(trace: Trace, layout: str = "default") -> Attributed:
 
     busy: dict[tuple[str, str], int] = {}
     lb = label_code[counted] * len(backend_names) + backend[counted]
+    lb_code, lb_keys = pd.factorize(lb)
     s, e = wk.start[counted], wk.end[counted]
-    o = np.argsort(lb, kind="stable")
-    keys, cuts = np.unique(lb[o], return_index=True)
-    for k, lo, hi in zip(keys, cuts, np.append(cuts[1:], len(o)), strict=True):
-        sel = o[lo:hi]
-        lab = label_names[int(k) // len(backend_names)]
-        busy[(lab, backend_names[int(k) % len(backend_names)])] = _union_ns(s[sel], e[sel])
+    by_start = np.argsort(s, kind="stable")  # work tables are nearly in start order: cheap
+    o = by_start[np.argsort(lb_code[by_start].astype(np.int16 if len(lb_keys) < 2**15 else np.int64), kind="stable")]
+    cuts = np.searchsorted(lb_code[o], np.arange(len(lb_keys) + 1))
+    for k, key in enumerate(lb_keys):
+        part = o[cuts[k] : cuts[k + 1]]
+        lab = label_names[int(key) // len(backend_names)]
+        busy[(lab, backend_names[int(key) % len(backend_names)])] = _union_ns(s[part], e[part], presorted=True)
     return Attributed(groups=out, busy_ns=busy, iterations=iterations)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 
 @dataclass
@@ -32,8 +33,8 @@ class Forest:
 
 
 def _dense_threads(*threads: np.ndarray) -> list[np.ndarray]:
-    allt = np.concatenate(threads)
-    _, codes = np.unique(allt, return_inverse=True)
+    """One small int per distinct thread id, shared by all arrays (hash-based, O(n))."""
+    codes, _ = pd.factorize(np.concatenate(threads))
     out, pos = [], 0
     for t in threads:
         out.append(codes[pos : pos + len(t)].astype(np.int64))
@@ -41,8 +42,18 @@ def _dense_threads(*threads: np.ndarray) -> list[np.ndarray]:
     return out
 
 
-def build_forest(r_thread, r_start, r_end, p_thread, p_time) -> tuple[Forest, np.ndarray]:
-    """The range forest and the dense thread codes of the points (same code space)."""
+def levels(depth: np.ndarray) -> list[np.ndarray]:
+    """Sorted positions grouped by depth, shallowest first, ascending within a level."""
+    if len(depth) == 0:
+        return []
+    small = depth.astype(np.int16 if depth.max() < np.iinfo(np.int16).max else np.int64)
+    by = np.argsort(small, kind="stable")  # a radix sort for 16-bit keys
+    cuts = np.searchsorted(small[by], np.arange(1, int(depth.max()) + 1))
+    return np.split(by, cuts)
+
+
+def build_forest(r_thread, r_start, r_end, p_thread, p_time) -> tuple[Forest, np.ndarray, list[np.ndarray]]:
+    """The range forest, the points' dense thread codes, and the forest's depth levels."""
     keep = np.flatnonzero(r_end > r_start)  # empty ranges hold nothing
     r_tc, p_tc = _dense_threads(r_thread[keep], p_thread)
     times = [a for a in (r_start[keep], r_end[keep], p_time) if len(a)]
@@ -53,25 +64,34 @@ def build_forest(r_thread, r_start, r_end, p_thread, p_time) -> tuple[Forest, np
         raise OverflowError("trace spans too long a time across too many threads")
 
     s, e = r_start[keep], r_end[keep]
-    srt = np.lexsort((-e, s, r_tc))
+    sk = r_tc * span + (s - t0)
+    srt = np.argsort(sk, kind="stable")  # exports list ranges nearly in order: cheap
+    sks = sk[srt]
+    if len(sks) > 1 and (sks[1:] == sks[:-1]).any():
+        srt = np.lexsort((-e, sk))  # equal starts: the longer range is the outer one
+        sks = sk[srt]
     tc, s, e = r_tc[srt], s[srt], e[srt]
-    base = tc * span - t0
-    sk, ek = base + s, base + e
+    ek = tc * span + (e - t0)
     n = len(s)
     pos = np.arange(n, dtype=np.int64)
-    first = np.searchsorted(tc, tc, side="left")
-    ek_sorted = np.sort(ek)
-    ended = np.searchsorted(ek_sorted, sk, side="right") - np.searchsorted(ek_sorted, tc * span, side="left")
-    depth = (pos - first) - ended
+    # Per thread: ranges started before each one, minus those already ended at its start.
+    thread_first = np.flatnonzero(np.r_[True, tc[1:] != tc[:-1]]) if n else np.empty(0, np.int64)
+    ek_sorted = np.sort(ek, kind="stable")
+    thread_codes = tc[thread_first]
+    first_end = np.zeros(n_threads, dtype=np.int64)
+    first_end[thread_codes] = np.searchsorted(ek_sorted, thread_codes * span, side="left")
+    first_start = np.zeros(n_threads, dtype=np.int64)
+    first_start[thread_codes] = thread_first
+    ended = np.searchsorted(ek_sorted, sks, side="right") - first_end[tc]
+    depth = (pos - first_start[tc]) - ended
 
+    by_level = levels(depth)
     parent = np.full(n, -1, dtype=np.int64)
-    if n:
-        level_key = np.sort(depth * n + pos)
-        child = np.flatnonzero(depth > 0)
-        q = np.searchsorted(level_key, (depth[child] - 1) * n + child) - 1
-        parent[child] = level_key[q] - (depth[child] - 1) * n
-    forest = Forest(order=keep[srt], thread=tc, start=s, end=e, depth=depth, parent=parent, start_key=sk, span=span, t0=t0)
-    return forest, p_tc
+    for upper, lower in zip(by_level, by_level[1:], strict=False):
+        # The parent is the last range one level up that starts before the child.
+        parent[lower] = upper[np.searchsorted(upper, lower) - 1]
+    forest = Forest(order=keep[srt], thread=tc, start=s, end=e, depth=depth, parent=parent, start_key=sks, span=span, t0=t0)
+    return forest, p_tc, by_level
 
 
 def innermost(forest: Forest, p_tc: np.ndarray, p_time: np.ndarray) -> np.ndarray:
@@ -90,11 +110,3 @@ def innermost(forest: Forest, p_tc: np.ndarray, p_time: np.ndarray) -> np.ndarra
         todo = todo[r[todo] >= 0]
     return r
 
-
-def levels(depth: np.ndarray) -> list[np.ndarray]:
-    """Sorted positions grouped by depth, shallowest first."""
-    if len(depth) == 0:
-        return []
-    by = np.argsort(depth, kind="stable")
-    cuts = np.searchsorted(depth[by], np.arange(1, int(depth.max()) + 1))
-    return np.split(by, cuts)

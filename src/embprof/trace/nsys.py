@@ -19,8 +19,19 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from .columns import column_names, read_int_columns, read_strings_by_id, table_names
+from .columns import (
+    BulkReader,
+    DatabaseErrors,
+    column_names,
+    int_column,
+    read_only_uri,
+    read_strings_by_id,
+    table_names,
+)
 from .errors import TraceError
 from .model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, Ranges, Trace, Work
 from .names import MEMCPY_KINDS, MEMSET_NAME, memcpy_name
@@ -42,69 +53,58 @@ def _require_columns(conn: sqlite3.Connection, path: Path, table: str, needed: t
     return have
 
 
-def _read_work_table(conn, path, table, name_col: str | None):
+def _read_work_table(conn, bulk: BulkReader, path, table, name_col: str | None) -> list[np.ndarray]:
     cols = ("start", "end", "correlationId", "globalPid") + ((name_col,) if name_col else ())
     _require_columns(conn, path, table, cols)
-    sel = ", ".join(f'coalesce("{c}", -1)' for c in cols)
-    return read_int_columns(conn, f"SELECT {sel} FROM {table}", len(cols))
+    return bulk.ints("SELECT " + ", ".join(f'coalesce("{c}", -1)' for c in cols) + f" FROM {table}")
 
 
-def _read_ranges(conn: sqlite3.Connection, path: Path) -> Ranges:
+def _read_ranges(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Ranges:
     have = _require_columns(conn, path, NVTX, ("start", "end", "eventType", "globalTid"))
     where = f"eventType = {NVTX_PUSH_POP}"
     if "domainId" in have:
         where += " AND coalesce(domainId, 0) = 0"
     id_expr = "coalesce(textId, -1)" if "textId" in have else "-1"
-    start, end, tid, text_id = read_int_columns(
-        conn,
-        f"SELECT start, coalesce(end, -1), coalesce(globalTid, 0), {id_expr} FROM {NVTX} "
-        f"WHERE {where} ORDER BY rowid",
-        4,
+    text_expr = "coalesce(text, '')" if "text" in have else "''"
+    table = bulk.table(
+        f"SELECT start, coalesce(end, -1), coalesce(globalTid, 0), {id_expr}, {text_expr} FROM {NVTX} WHERE {where}"
     )
+    start, end, tid, text_id = (int_column(c) for c in table.columns[:4])
     unclosed = int(np.count_nonzero(end < 0))
     if unclosed:
         raise TraceError(path, f"{unclosed} NVTX range(s) never closed (no end time); the capture was cut inside them")
-    codes = np.full(len(start), -1, dtype=np.int64)
-    names: list[str] = []
+    # Names: registered strings by textId, inline ones by their text; one code space for both.
+    text = table.column(4).combine_chunks() if table.num_rows else pa.array([], pa.string())
+    encoded = pc.dictionary_encode(text.cast(pa.string()))
+    names = encoded.dictionary.to_pylist()
+    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     by_id = text_id >= 0
     if by_id.any():
         uniq, inverse = np.unique(text_id[by_id], return_inverse=True)
         values = read_strings_by_id(conn, uniq)
-        names = [values.get(int(i), "") for i in uniq]
-        codes[by_id] = inverse
-    if (~by_id).any() and "text" in have:
-        # Inline (unregistered) strings: factorize as they stream, keeping one copy per distinct name.
-        index: dict[str | None, int] = {}
-        base = len(names)
-        inline = np.fromiter(
-            (index.setdefault(t, len(index)) for (t,) in conn.execute(
-                f"SELECT text FROM {NVTX} WHERE {where} AND {'textId IS NULL' if 'textId' in have else '1'} ORDER BY rowid"
-            )),
-            dtype=np.int64,
-        )
-        codes[~by_id] = inline + base
-        names.extend("" if t is None else t for t in index)
-    elif (~by_id).any():
-        names.append("")
-        codes[~by_id] = len(names) - 1
+        codes[by_id] = len(names) + inverse
+        names += [values.get(int(i), "") for i in uniq]
     return Ranges(thread=tid, start=start, end=end, name=codes, names=names)
 
 
-def read_sqlite(path: Path) -> Trace:
+def read_sqlite(path: Path, use_adbc: bool = True) -> Trace:
     """Read the columns the attribution needs from one export."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    except sqlite3.Error as exc:
+        conn = sqlite3.connect(read_only_uri(path), uri=True)
+        bulk = BulkReader(path, use_adbc=use_adbc)
+    except DatabaseErrors as exc:
         raise TraceError(path, f"cannot open as SQLite: {exc}") from None
     try:
-        return _read_sqlite(conn, path)
-    except sqlite3.DatabaseError as exc:
-        raise TraceError(path, f"unreadable SQLite export ({exc}); truncated or not an Nsight Systems export?") from None
+        return _read_sqlite(conn, bulk, path)
+    except DatabaseErrors as exc:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise TraceError(path, f"unreadable SQLite export ({detail}); truncated or not an Nsight Systems export?") from None
     finally:
+        bulk.close()
         conn.close()
 
 
-def _read_sqlite(conn: sqlite3.Connection, path: Path) -> Trace:
+def _read_sqlite(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Trace:
     tables = table_names(conn)
     if KERNEL not in tables:
         raise TraceError(path, f"no {KERNEL} table: the export holds no GPU kernels (profile with --trace=cuda)")
@@ -113,26 +113,26 @@ def _read_sqlite(conn: sqlite3.Connection, path: Path) -> Trace:
     if NVTX not in tables:
         raise TraceError(path, f"no {NVTX} table: no ranges were traced (profile with --trace=cuda,nvtx)")
 
-    k_start, k_end, k_corr, k_pid, k_name = _read_work_table(conn, path, KERNEL, "shortName")
-    uniq_names, k_code = np.unique(k_name, return_inverse=True)
+    k_start, k_end, k_corr, k_pid, k_name = _read_work_table(conn, bulk, path, KERNEL, "shortName")
+    k_code, uniq_names = pd.factorize(k_name)
     strings = read_strings_by_id(conn, uniq_names)
     work_names = [strings.get(int(i), f"kernel#{int(i)}") for i in uniq_names]
-    parts = [(k_start, k_end, k_corr, k_pid, k_code, np.full(len(k_start), KIND_KERNEL, np.int8))]
+    parts = [(k_start, k_end, k_corr, k_pid, k_code.astype(np.int64), np.full(len(k_start), KIND_KERNEL, np.int8))]
 
     if MEMCPY in tables:
-        m_start, m_end, m_corr, m_pid, m_kind = _read_work_table(conn, path, MEMCPY, "copyKind")
-        kinds, m_code = np.unique(m_kind, return_inverse=True)
+        m_start, m_end, m_corr, m_pid, m_kind = _read_work_table(conn, bulk, path, MEMCPY, "copyKind")
+        m_code, kinds = pd.factorize(m_kind)
         parts.append((m_start, m_end, m_corr, m_pid, m_code + len(work_names), np.full(len(m_start), KIND_MEMCPY, np.int8)))
         work_names += [memcpy_name(MEMCPY_KINDS.get(int(k), f"kind{int(k)}")) for k in kinds]
     if MEMSET in tables:
-        s_start, s_end, s_corr, s_pid = _read_work_table(conn, path, MEMSET, None)
+        s_start, s_end, s_corr, s_pid = _read_work_table(conn, bulk, path, MEMSET, None)
         parts.append((s_start, s_end, s_corr, s_pid, np.full(len(s_start), len(work_names)), np.full(len(s_start), KIND_MEMSET, np.int8)))
         work_names.append(MEMSET_NAME)
     start, end, corr, pid, code, kind = (np.concatenate(c) for c in zip(*parts, strict=True))
 
     _require_columns(conn, path, RUNTIME, ("start", "globalTid", "correlationId"))
-    r_corr, r_tid, r_start = read_int_columns(
-        conn, f"SELECT correlationId, coalesce(globalTid, 0), start FROM {RUNTIME} WHERE correlationId IS NOT NULL", 3
+    r_corr, r_tid, r_start = bulk.ints(
+        f"SELECT correlationId, coalesce(globalTid, 0), start FROM {RUNTIME} WHERE correlationId IS NOT NULL"
     )
     launch_idx = join_launches(pid, corr, r_tid & PID_MASK, r_corr)
     found = launch_idx >= 0
@@ -144,7 +144,7 @@ def _read_sqlite(conn: sqlite3.Connection, path: Path) -> Trace:
         thread=r_tid[li], launch=r_start[li], start=start[found], end=end[found],
         name=code[found], kind=kind[found], names=work_names,
     )
-    return Trace(path=path, ranges=_read_ranges(conn, path), work=work, dropped_unlaunched=dropped)
+    return Trace(path=path, ranges=_read_ranges(conn, bulk, path), work=work, dropped_unlaunched=dropped)
 
 
 def join_launches(w_pid: np.ndarray, w_corr: np.ndarray, r_pid: np.ndarray, r_corr: np.ndarray) -> np.ndarray:
@@ -155,15 +155,17 @@ def join_launches(w_pid: np.ndarray, w_corr: np.ndarray, r_pid: np.ndarray, r_co
     """
     if len(r_pid) == 0:
         return np.full(len(w_pid), -1, dtype=np.int64)
-    _, codes = np.unique(np.concatenate([r_pid, w_pid]), return_inverse=True)
-    r_key = codes[: len(r_pid)] * (np.int64(1) << 33) + r_corr
-    w_key = codes[len(r_pid):] * (np.int64(1) << 33) + w_corr
-    order = np.argsort(r_key, kind="stable")
-    sorted_keys = r_key[order]
-    pos = np.searchsorted(sorted_keys, w_key)
-    pos_clipped = np.minimum(pos, len(sorted_keys) - 1)
-    hit = (sorted_keys[pos_clipped] == w_key) & (w_corr >= 0)
-    return np.where(hit, order[pos_clipped], -1)
+    codes, _ = pd.factorize(np.concatenate([r_pid, w_pid]))
+    r_key = codes[: len(r_pid)].astype(np.int64) * (np.int64(1) << 33) + r_corr
+    w_key = codes[len(r_pid):].astype(np.int64) * (np.int64(1) << 33) + w_corr
+    index = pd.Index(r_key)
+    if not index.is_unique:  # keep the first call of a repeated id, as a hash join would
+        keep = ~index.duplicated()
+        index, rows = index[keep], np.flatnonzero(keep)
+    else:
+        rows = np.arange(len(r_key))
+    pos = index.get_indexer(w_key)
+    return np.where((pos >= 0) & (w_corr >= 0), rows[np.maximum(pos, 0)], -1)
 
 
 def find_nsys(explicit: str | None) -> str | None:
