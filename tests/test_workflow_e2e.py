@@ -1,0 +1,260 @@
+"""The workflow end to end: real Snakemake runs of the real benchmark on a tiny config.
+
+One run (module fixture) profiles two smoke configs with the torch profiler
+and one config whose benchmark command fails; the other tests ask Snakemake
+what it would re-run after a change (its dry run is the decision it acts on).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+WORKFLOW_PARTS = ("Snakefile", "rules", "config", "envs", "profiles", "workflow", "benchmark", "src", ".test")
+TINY = REPO / ".test" / "config_tiny" / "config.yaml"
+CRASH_LABEL = "T2_totalB1024_D16_sgd_no_caching_pool=none_cap=4K"
+GOOD_LABELS = ("T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K", "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K")
+PER_CONFIG_RULES = {"profile", "export", "breakdown", "sunburst", "timing", "status"}
+_JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
+_LABEL = re.compile(r"^\s+wildcards: label=(\S+)$")
+
+
+def copy_workflow(dst: Path) -> Path:
+    """A checkout-like copy: the workflow's files only, with fresh mtimes (as a clone has)."""
+    dst.mkdir(parents=True, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for part in WORKFLOW_PARTS:
+        src = REPO / part
+        if src.is_dir():
+            shutil.copytree(src, dst / part, ignore=ignore, copy_function=shutil.copy)
+        else:
+            shutil.copy(src, dst / part)
+    return dst
+
+
+def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "EMBPROF_PROFILER"}
+    return subprocess.run(
+        [sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )
+
+
+def planned_jobs(output: str) -> Counter[tuple[str, str | None]]:
+    """(rule, label) of every job a dry run lists."""
+    jobs: Counter[tuple[str, str | None]] = Counter()
+    rule: str | None = None
+    label: str | None = None
+    for line in [*output.splitlines(), ""]:
+        if (m := _JOB.match(line)) or not line.strip():
+            if rule is not None:
+                jobs[(rule, label)] += 1
+            rule, label = (m[1], None) if m else (None, None)
+        elif rule is not None and (m := _LABEL.match(line)):
+            label = m[1]
+    return jobs
+
+
+def write_config(path: Path, **changes: object) -> Path:
+    config = yaml.safe_load(TINY.read_text())
+    config.update(changes)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def crash_config(path: Path, overrides: dict | None = None) -> Path:
+    """The tiny config plus one config whose benchmark command fails (an invalid option)."""
+    config = yaml.safe_load(TINY.read_text())
+    return write_config(
+        path,
+        labels=[*config["labels"], "_sgd_no_caching_"],
+        overrides={"_no_caching_": {"extra_args": ["--num-tables=0"]}, **(overrides or {})},
+    )
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    workdir = copy_workflow(tmp_path_factory.mktemp("wf"))
+    config = crash_config(workdir / "crash.yaml")
+    done = snakemake(workdir, "--cores", "2", "report", "--configfile", str(config))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return workdir, config
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Path, Path]) -> None:
+    workdir, _ = tiny_run
+    results = workdir / "results"
+    table = (results / "configs.tsv").read_text().splitlines()
+    assert table[0] == "test_id\tlabel" and len(table) == 4
+    for label in GOOD_LABELS:
+        status = json.loads((results / "status" / f"{label}.json").read_text())
+        assert status["ok"] and status["failed_step"] is None
+        assert (results / "traces" / f"{label}.kineto.json.gz").stat().st_size > 0
+        assert (results / "opcalls" / f"opcalls__{label}.csv").stat().st_size > 0
+        assert (results / "sunburst" / f"{label}.png").stat().st_size > 0
+        [record] = json.loads((results / "timing" / f"{label}.json").read_text())
+        assert record["label"] == label and record["dyn_train_ms"] > 0
+    failed = json.loads((results / "status" / f"{CRASH_LABEL}.json").read_text())
+    assert failed["ok"] is False and failed["failed_step"] == "profile"
+    assert failed["returncode"] != 0 and failed["log"] == f"results/logs/profile/{CRASH_LABEL}.log"
+    assert "--num-tables must be at least 1" in failed["log_tail"]
+    assert failed["steps"]["timing"]["ok"] is False
+    assert (results / "traces" / f"{CRASH_LABEL}.kineto.json.gz").stat().st_size == 0
+    assert not (results / "opcalls" / f"opcalls__{CRASH_LABEL}.csv").exists()
+    assert json.loads((results / "timing" / f"{CRASH_LABEL}.json").read_text()) == []
+    aggregated = json.loads((results / "benchmark_results.json").read_text())
+    assert sorted(r["label"] for r in aggregated) == sorted(GOOD_LABELS)
+    html = (results / "report" / "index.html").read_text()
+    assert CRASH_LABEL in html and "--num-tables must be at least 1" in html
+    env = json.loads((results / "environment.json").read_text())
+    assert env["device"] == "cpu" and env["profiler"] == "torch" and env["preset"] == "smoke"
+    # Progress reached the logs while the benchmark ran (its own output, unbuffered).
+    assert "passed" in (results / "logs" / "timing" / f"{GOOD_LABELS[0]}.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_second_run_does_nothing(tiny_run: tuple[Path, Path]) -> None:
+    workdir, config = tiny_run
+    done = snakemake(workdir, "--cores", "1", "report", "--configfile", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Nothing to be done" in done.stdout + done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_one_config_params_rerun_only_that_config_and_aggregates(
+    tiny_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    workdir, _ = tiny_run
+    own = tmp_path / "wf"
+    subprocess.run(["cp", "-a", str(workdir), str(own)], check=True)  # results and metadata
+    changed = GOOD_LABELS[0]
+    config = crash_config(
+        own / "changed.yaml",
+        overrides={"_sgd_gpu_": {"num_iterations": 3, "profile_iterations": 3}},
+    )
+    done = snakemake(own, "--cores", "2", "report", "--configfile", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = planned_jobs(done.stdout + done.stderr)
+    assert {label for (rule, label) in jobs if rule in PER_CONFIG_RULES} == {changed}
+    assert {rule for rule, _ in jobs} == {
+        "profile", "breakdown", "sunburst", "timing", "status",
+        "aggregate", "environment", "latency_plot", "report",
+    }
+    [record] = json.loads((own / "results" / "timing" / f"{changed}.json").read_text())
+    assert record["num_iterations"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_sunburst_code_change_rerenders_sunbursts_and_report_only(
+    tiny_run: tuple[Path, Path],
+) -> None:
+    workdir, config = tiny_run
+    script = workdir / "workflow" / "scripts" / "sunburst.py"
+    original = script.read_bytes()
+    try:
+        script.write_bytes(original + b"\n# a changed line of the sunburst code\n")
+        done = snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config))
+    finally:
+        script.write_bytes(original)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = planned_jobs(done.stdout)
+    assert jobs == Counter({("sunburst", label): 1 for label in GOOD_LABELS} | {("report", None): 1})
+    # Same content again (only the mtime moved): nothing to do.
+    again = snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config))
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_results_copied_beside_a_fresh_checkout_rerun_nothing(
+    tiny_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    workdir, config = tiny_run
+    fresh = copy_workflow(tmp_path / "fresh")
+    subprocess.run(["cp", "-a", str(workdir / "results"), str(fresh / "results")], check=True)
+    done = snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Nothing to be done" in done.stdout + done.stderr, planned_jobs(done.stdout)
+
+
+_LOCAL_RULES = """
+from pathlib import Path
+from snakemake.api import SnakemakeApi
+from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+with SnakemakeApi(OutputSettings()) as api:
+    workflow = api.workflow(
+        resource_settings=ResourceSettings(cores=1),
+        config_settings=ConfigSettings(configfiles=[Path({config!r})]),
+        snakefile=Path("Snakefile"), workdir=Path("."),
+    )._workflow
+    print(" ".join(sorted(workflow._localrules)))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_slurm_profile_gives_gpus_to_profile_and_timing_and_keeps_cheap_rules_local(
+    tiny_run: tuple[Path, Path],
+) -> None:
+    """A dry run through profiles/slurm (no cluster needed): what each job would ask sbatch for."""
+    workdir, config = tiny_run
+    resources: dict[str, set[str]] = {}
+    # Jobs after a re-run checkpoint only show once it has run: force the two layers apart.
+    for forced in (["profile", "timing"], ["breakdown", "sunburst"]):
+        done = snakemake(
+            workdir, "-n", "--profile", "profiles/slurm", "report", "--configfile", str(config),
+            "--forcerun", *forced,
+        )
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        rule = None
+        for line in done.stdout.splitlines():
+            if m := _JOB.match(line):
+                rule = m[1]
+            elif rule and (m := re.match(r"^\s+resources: (.*)$", line)):
+                resources.setdefault(rule, set()).add(m[1])
+    assert {"profile", "timing", "breakdown", "sunburst", "report"} <= set(resources)
+    for rule in ("profile", "timing"):
+        for line in resources[rule]:
+            assert "slurm_partition=gpu" in line and "gpu=1" in line.split(", "), line
+    for rule in ("breakdown", "sunburst", "report"):
+        assert all("gpu=1" not in line.split(", ") for line in resources[rule])
+    # The executor runs these on the submitting host instead of submitting them.
+    local = subprocess.run(
+        [sys.executable, "-c", _LOCAL_RULES.format(config=str(config))],
+        cwd=workdir, capture_output=True, text=True, check=True,
+    ).stdout.split()
+    assert {"all", "collect", "status", "environment", "aggregate", "latency_plot", "report"} <= set(local)
+    assert not {"profile", "timing", "export", "breakdown", "sunburst"} & set(local)
+
+
+def test_snakemake_lint_is_clean(tmp_path: Path) -> None:
+    workdir = copy_workflow(tmp_path / "wf")
+    done = snakemake(workdir, "--lint", "--configfile", str(TINY), timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Congratulations, your workflow is in a good condition!" in done.stdout + done.stderr
+
+
+def test_bad_config_fails_before_any_job_with_a_readable_error(tmp_path: Path) -> None:
+    workdir = copy_workflow(tmp_path / "wf")
+    bad = write_config(tmp_path / "bad.yaml", profiler="perf", num_iterations=0)
+    done = snakemake(workdir, "-n", "report", "--configfile", str(bad), timeout=120)
+    assert done.returncode != 0
+    err = done.stdout + done.stderr
+    assert "profiler: 'perf' is not one of ['auto', 'nsys', 'torch']" in err
+    assert "num_iterations: 0 is less than the minimum of 1" in err
+    assert not (workdir / "results").exists()

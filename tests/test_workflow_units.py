@@ -1,0 +1,262 @@
+"""The workflow's helpers (src/embprof/workflow) and its scripts' command lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from embprof.workflow.benchcli import nsys_profile_command, timing_command
+from embprof.workflow.configs import (
+    BenchConfig,
+    code_digest,
+    format_table,
+    overrides_for,
+    parse_collected,
+    read_table,
+    select_by_labels,
+)
+from embprof.workflow.profiler import (
+    PIN_VARIABLE,
+    ProfilerError,
+    cuda_gpu_present,
+    find_nsys,
+    resolve_profiler,
+)
+from embprof.workflow.runner import StepContext, run_and_publish
+from embprof.workflow.steps import StepRecord, log_tail, merge_status, run_streaming
+from embprof.workflow.validation import ConfigError, validate_config
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "workflow" / "scripts"
+SCHEMA = REPO / "config" / "schemas" / "config.schema.yaml"
+GPU = "T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K"
+HBM = "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K"
+SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(f"wf_{name}", SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_parse_collected_keeps_node_ids_and_labels() -> None:
+    out = "\n".join([
+        f"{SUITE}::TestGpu::test_x[{GPU}]",
+        f"{SUITE}::TestNoHbm::test_x[{HBM}]",
+        "",
+        "2 tests collected in 1.2s",
+    ])
+    configs = parse_collected(out)
+    assert configs == [BenchConfig(f"{SUITE}::TestGpu::test_x[{GPU}]", GPU),
+                       BenchConfig(f"{SUITE}::TestNoHbm::test_x[{HBM}]", HBM)]
+    assert read_table_roundtrip(configs) == configs
+
+
+def read_table_roundtrip(configs: list[BenchConfig]) -> list[BenchConfig]:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "configs.tsv"
+        path.write_text(format_table(configs))
+        assert path.read_text().splitlines()[0] == "test_id\tlabel"
+        return read_table(path)
+
+
+def test_parse_collected_rejects_bad_and_duplicate_labels() -> None:
+    with pytest.raises(ValueError, match="not a config label"):
+        parse_collected(f"{SUITE}::TestGpu::test_x[cpu-1]")
+    with pytest.raises(ValueError, match="shared by"):
+        parse_collected(f"{SUITE}::A::t[{GPU}]\n{SUITE}::B::t[{GPU}]")
+
+
+def test_select_by_labels_is_any_substring_and_allows_equals() -> None:
+    configs = [BenchConfig("a", GPU), BenchConfig("b", HBM)]
+    assert select_by_labels(configs, []) == configs
+    assert select_by_labels(configs, ["cap=4K"]) == [configs[1]]
+    assert select_by_labels(configs, ["cap=1K", "_no_hbm_"]) == configs
+
+
+def test_overrides_apply_in_order_later_wins() -> None:
+    overrides = {"_sgd_": {"num_iterations": 5, "torchrec": False}, "_gpu_": {"num_iterations": 7},
+                 "_adam_": {"num_iterations": 9}}
+    assert overrides_for(GPU, overrides) == {"num_iterations": 7, "torchrec": False}
+    assert overrides_for(HBM, overrides) == {"num_iterations": 5, "torchrec": False}
+    assert overrides_for(HBM, None) == {}
+
+
+def test_code_digest_follows_content_not_mtime(tmp_path: Path) -> None:
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    module = tmp_path / "pkg" / "a.py"
+    module.write_text("x = 1\n")
+    before = code_digest(["pkg", "missing.py"], root=tmp_path)
+    os.utime(module, (1, 1))
+    (tmp_path / "pkg" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")
+    assert code_digest(["pkg"], root=tmp_path) == before
+    module.write_text("x = 2\n")
+    assert code_digest(["pkg"], root=tmp_path) != before
+
+
+def test_log_tail_collapses_progress_bars_and_keeps_the_last_lines() -> None:
+    data = b"".join(f"line {i}\n".encode() for i in range(50))
+    data += b"\r 10%|#  |\r 50%|### |\r100%|#####|\nFAILED: boom\n"
+    tail = log_tail(data, lines=3).splitlines()
+    assert tail == ["line 49", "100%|#####|", "FAILED: boom"]
+
+
+def test_run_streaming_copies_output_and_returns_exit_status() -> None:
+    sink = io.BytesIO()
+    code = "import sys; print('hello'); print('oops', file=sys.stderr); sys.exit(3)"
+    rc, tail = run_streaming([sys.executable, "-c", code], sink=sink)
+    assert rc == 3
+    assert b"hello" in sink.getvalue() and b"oops" in sink.getvalue()
+    assert tail.splitlines() == ["hello", "oops"]
+
+
+def _record(step: str, ok: bool, rc: int = 0) -> StepRecord:
+    return StepRecord(step=step, label=GPU, test_id="t", ok=ok, returncode=rc,
+                      log=f"results/logs/{step}/{GPU}.log", log_tail="" if ok else f"{step} died")
+
+
+def test_merge_status_names_the_first_failed_step() -> None:
+    ok = merge_status(GPU, "t", [_record("timing", True), _record("profile", True)])
+    assert ok["ok"] and ok["failed_step"] is None and ok["log_tail"] == ""
+    failed = merge_status(GPU, "t", [_record("timing", False, 1), _record("profile", False, -11)])
+    assert failed["failed_step"] == "profile" and failed["returncode"] == -11
+    assert failed["log_tail"] == "profile died" and failed["log"].endswith(f"profile/{GPU}.log")
+    timing = merge_status(GPU, "t", [_record("profile", True), _record("timing", False, 2)])
+    assert timing["failed_step"] == "timing" and timing["steps"]["profile"]["ok"]
+
+
+def test_step_record_round_trips_and_rejects_other_json(tmp_path: Path) -> None:
+    record = _record("profile", False, 4)
+    record.write(tmp_path / "r.json")
+    assert StepRecord.read(tmp_path / "r.json") == record
+    (tmp_path / "bad.json").write_text('{"label": "x"}')
+    with pytest.raises(ValueError, match="not a step record"):
+        StepRecord.read(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize(
+    ("code", "make_file", "ok", "reason"),
+    [
+        ("import sys; sys.exit(5)", False, False, "exited with 5"),
+        ("pass", False, False, "wrote no out.txt"),
+        ("pass", True, True, ""),
+    ],
+)
+def test_run_and_publish(tmp_path: Path, code: str, make_file: bool, ok: bool, reason: str) -> None:
+    produced = tmp_path / "out.txt"
+    if make_file:
+        code = f"open({str(produced)!r}, 'w').write('data')"
+    published, failed = [], []
+    record = run_and_publish(
+        StepContext("profile", GPU, "t", "log.txt"), [sys.executable, "-c", code], produced,
+        publish=published.append, write_failed=lambda: failed.append(True),
+    )
+    assert record.ok is ok and reason in record.reason
+    assert bool(published) is ok and bool(failed) is not ok
+
+
+def test_timing_record_is_checked_before_it_is_published(tmp_path: Path) -> None:
+    publish_record = _script("timing").publish_record
+    produced, out = tmp_path / "raw.json", tmp_path / "out.json"
+    for content, message in [("{", "not JSON"), ("[{}, {}]", "one record"),
+                             ('[{"label": "other"}]', "is not")]:
+        produced.write_text(content)
+        with pytest.raises(ValueError, match=message):
+            publish_record(produced, GPU, str(out))
+        assert not out.exists()
+    produced.write_text(json.dumps([{"label": GPU, "dyn_train_ms": 1.0}]))
+    publish_record(produced, GPU, str(out))
+    assert json.loads(out.read_text()) == [{"label": GPU, "dyn_train_ms": 1.0}]
+
+
+def test_config_errors_name_every_bad_key() -> None:
+    config = {"preset": "huge", "overrides": {"_gpu_": {"num_iterations": 0, "iters": 2}}, "typo": 1}
+    with pytest.raises(ConfigError) as err:
+        validate_config(config, SCHEMA)
+    lines = str(err.value).splitlines()
+    assert lines[0] == "invalid config:"
+    assert "  preset: 'huge' is not one of ['smoke', 'seed']" in lines
+    assert "  overrides._gpu_.num_iterations: 0 is less than the minimum of 1" in lines
+    assert any("'iters' was unexpected" in line for line in lines)
+    assert any("'typo' was unexpected" in line for line in lines)
+    filled: dict = {}
+    validate_config(filled, SCHEMA)
+    assert filled["preset"] == "smoke" and filled["profiler"] == "auto" and filled["overrides"] == {}
+
+
+def test_profiler_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PIN_VARIABLE, raising=False)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    gpus = tmp_path / "gpus"
+    gpus.mkdir()
+    assert not cuda_gpu_present(gpus)
+    (gpus / "0000:01:00.0").mkdir()
+    assert cuda_gpu_present(gpus)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert not cuda_gpu_present(gpus)
+
+    assert resolve_profiler("auto", None) == "torch"
+    assert resolve_profiler("nsys", None) == "nsys"
+    assert resolve_profiler("torch", "/usr/bin/nsys") == "torch"
+    monkeypatch.setenv(PIN_VARIABLE, "nsys")
+    assert resolve_profiler("auto", None) == "nsys"
+    assert resolve_profiler("torch", None) == "torch"
+
+    nsys = tmp_path / "bin" / "nsys"
+    nsys.parent.mkdir()
+    nsys.write_text("#!/bin/sh\n")
+    with pytest.raises(ProfilerError, match="not an executable"):
+        find_nsys(str(nsys))
+    nsys.chmod(0o755)
+    assert find_nsys(str(nsys.parent)) == str(nsys.resolve())
+
+
+def test_benchmark_commands_follow_the_suite_contract() -> None:
+    timing = timing_command("t::x[L]", "smoke", "out.json", num_iterations=3, torchrec=False,
+                            extra_args=["--num-tables=1"], python="py")
+    assert timing[:4] == ["py", "-m", "pytest", "t::x[L]"]
+    for option in (["--preset", "smoke"], ["-o", "timeout=0"], ["-p", "no:cacheprovider"],
+                   ["--num-iterations", "3"], ["--results-file", "out.json"]):
+        i = timing.index(option[0])
+        assert timing[i:i + 2] == option
+    assert "--no-torchrec" in timing and "--num-tables=1" in timing
+    nsys = nsys_profile_command("/opt/nsys", "results/traces/L", "t::x[L]", "seed", python="py")
+    assert nsys[:2] == ["/opt/nsys", "profile"]
+    assert "--capture-range=cudaProfilerApi" in nsys and "--trace=cuda,nvtx" in nsys
+    assert nsys[nsys.index("-o") + 1] == "results/traces/L" and nsys[-2:] == ["--profile", "nsys"]
+
+
+def _run_script(name: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(SCRIPTS / f"{name}.py"), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_collect_lists_the_selected_configs_of_the_real_suite(tmp_path: Path) -> None:
+    out = tmp_path / "configs.tsv"
+    done = _run_script("collect", "--preset", "smoke", "--label=cap=1K", "--label=_no_hbm_",
+                       "--select", "sgd", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert sorted(c.label for c in read_table(out)) == [GPU, HBM]
+    none = _run_script("collect", "--preset", "smoke", "--select", "no_such_config",
+                       "--out", str(tmp_path / "none.tsv"))
+    assert none.returncode == 1 and not (tmp_path / "none.tsv").exists()
+    assert none.stderr.strip() == "collect: error: no benchmark configs match select='no_such_config'"
+
+
+def test_status_refuses_records_of_another_config(tmp_path: Path) -> None:
+    _record("profile", True).write(tmp_path / "p.json")
+    done = _run_script("status", str(tmp_path / "p.json"), "--label", HBM, "--test-id", "t",
+                       "--out", str(tmp_path / "s.json"))
+    assert done.returncode == 1 and "records of other configs" in done.stderr
+    assert not (tmp_path / "s.json").exists()
