@@ -223,23 +223,28 @@ def write_json(path: str, work: Workload, records: list[dict]) -> None:
     os.replace(handle.name, path)
 
 
+SEED_SIZE = dict(tables=10, rows=16 * 2**20 // 10, batch=104_857, iterations=100, warmup=10)
+SMALL_SIZE = dict(tables=2, rows=50_000, batch=4096, iterations=5, warmup=2)
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="CPU-sized run: 2 tables x 50K rows, batch 4096, 5 iterations")
+    parser.add_argument("--small", action="store_true", help=f"CPU-sized defaults {SMALL_SIZE} instead of {SEED_SIZE}")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if available, cpu with --small)")
-    parser.add_argument("--tables", type=int, default=10)
-    parser.add_argument("--rows", type=int, default=16 * 2**20 // 10, help="rows per table")
-    parser.add_argument("--batch", type=int, default=104_857, help="samples per table per iteration")
+    parser.add_argument("--tables", type=int, help="number of tables")
+    parser.add_argument("--rows", type=int, help="rows per table (ids are drawn from [1, rows))")
+    parser.add_argument("--batch", type=int, help="samples per table per iteration")
+    parser.add_argument("--iterations", type=int, help="timed iterations")
+    parser.add_argument("--warmup", type=int, help="untimed iterations before them")
     parser.add_argument("--dim", type=int, default=128)
     parser.add_argument("--alpha", type=float, default=1.05)
-    parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--cache-ratio", type=float, default=1.0, help="cache rows = distinct ids of the run x this")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {','.join(CONFIGS)}")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args(argv)
-    if args.small:
-        args.tables, args.rows, args.batch, args.iterations, args.warmup = 2, 50_000, 4096, 5, 2
+    for name, value in (SMALL_SIZE if args.small else SEED_SIZE).items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     return args
 
 
@@ -256,6 +261,9 @@ def main(argv: list[str]) -> int:
         return 2
     if min(args.tables, args.rows - 1, args.batch, args.dim, args.iterations) <= 0 or args.warmup < 0 or args.cache_ratio <= 0:
         print("error: sizes, iterations and --cache-ratio must be positive", file=sys.stderr)
+        return 2
+    if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
+        print(f"error: the folder of --json {args.json} does not exist", file=sys.stderr)
         return 2
     work = Workload(args.tables, args.rows, args.batch, args.dim, args.alpha, args.iterations, args.warmup, args.cache_ratio, device)
     records = run(work, names)
