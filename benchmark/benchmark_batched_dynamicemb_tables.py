@@ -61,10 +61,7 @@ def summary_line(record: dict) -> str:
 
 def print_ncu_command(cfg: BenchmarkConfig, request: pytest.FixtureRequest) -> None:
     config = request.config
-    try:
-        iterations = parse_iterations(config.getoption("--ncu-iterations"), cfg.num_iterations)
-    except ValueError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    iterations = parse_iterations(config.getoption("--ncu-iterations"), cfg.num_iterations)  # checked at configure
     passthrough: list[str] = []
     for option in ("--num-tables", "--feature-distribution", "--alpha"):  # they shape the config's inputs
         if config.getoption(option) is not None:

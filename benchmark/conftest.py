@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from .configs import DISTRIBUTIONS, PRESETS, SUITES, BenchmarkConfig, RunOptions, suite_configs
+from .ncu import parse_iterations
 
 PROFILE_MODES = ("torch", "nsys", "ncu-gen", "ncu")
 NEEDS_CUDA = ("nsys", "ncu")
@@ -84,6 +85,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
         if not torch.cuda.is_available():
             raise pytest.UsageError(f"--profile {profile} needs CUDA, and torch.cuda.is_available() is False")
+    if profile == "ncu-gen":
+        iterations = config.getoption("--num-iterations") or PRESETS[preset_name(config)].num_iterations
+        try:
+            parse_iterations(config.getoption("--ncu-iterations"), iterations)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     if config.getoption("--correctness"):
         if config.getoption("--no-torchrec"):
             raise pytest.UsageError("--correctness compares against the baseline; drop --no-torchrec")
