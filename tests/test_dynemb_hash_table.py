@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dynemb import (
     BatchedDynamicEmbeddingTables,
@@ -154,3 +156,50 @@ def test_training_lookups_match_dict_model(strategy: DynamicEmbScoreStrategy, de
     assert tables.cache_stats()["evictions"] == model.evictions > 0
     assert unplaced_total > 0  # some batches overfilled a bucket with their own ids
     assert tables.size(0) == len(model.keys())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(-20, 20), min_size=1, max_size=12, unique=True),
+            st.integers(0, 5),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_insert_matches_sequential_model(batches: list[tuple[list[int], int]]) -> None:
+    """Batch insert equals filling one id at a time: empty slot first, then lowest score, never a protected slot."""
+    num_buckets, capacity = 2, 3
+    table = BucketedHashTable(num_buckets, capacity, torch.device("cpu"))
+    model: list[list[tuple[int, int] | None]] = [[None] * capacity for _ in range(num_buckets)]
+    for step, (ids, protect_count) in enumerate(batches, start=1):
+        present = [key for key in ids if table.find(torch.tensor([key])).item() >= 0]
+        new = [key for key in ids if key not in present]
+        protected_keys = present[:protect_count]
+        protect = table.find(torch.tensor(protected_keys, dtype=torch.int64))
+        scores = torch.arange(len(new), dtype=torch.int64) + step * 100
+        slots, evicted = table.insert(torch.tensor(new, dtype=torch.int64), scores, protect=protect)
+
+        blocked = {(s // capacity, s % capacity) for s in protect.tolist()}
+        expected_slots, expected_evicted = [], []
+        for key, score in zip(new, scores.tolist(), strict=True):
+            b = int(bucket_of(torch.tensor([key]), num_buckets)[0])
+            choices = [(-(2**63) if e is None else e[1], p) for p, e in enumerate(model[b]) if (b, p) not in blocked]
+            if not choices:
+                expected_slots.append(-1)
+                continue
+            _, p = min(choices)
+            if model[b][p] is not None:
+                expected_evicted.append(model[b][p][0])
+            model[b][p] = (key, score)
+            blocked.add((b, p))
+            expected_slots.append(b * capacity + p)
+        assert slots.tolist() == expected_slots
+        assert sorted(evicted.compact()[0].tolist()) == sorted(expected_evicted)
+        stored = {e[0]: b * capacity + p for b in range(num_buckets) for p, e in enumerate(model[b]) if e is not None}
+        keys, slots_now, _ = table.items()
+        assert dict(zip(keys.tolist(), slots_now.tolist(), strict=True)) == stored
+        probe = torch.tensor(ids + [7, -(2**63)], dtype=torch.int64)
+        assert table.find(probe).tolist() == [stored.get(key, -1) for key in probe.tolist()]
