@@ -129,7 +129,8 @@ class BucketedHashTable:
         rank = torch.arange(n, device=self.device) - (torch.cumsum(counts, 0) - counts)[group]
 
         if protect is not None:
-            self._protected[protect] = True  # -1 lands on the spare entry
+            protect = self._or_spare(protect)
+            self._protected[protect] = True
         priority = torch.where(self.occupied[touched], self.scores[touched], _INT64_MIN)
         blocked = self._protected[:-1].view(self.num_buckets, cap)[touched]
         priority = torch.where(blocked, _INT64_MAX, priority)
