@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from dynemb.ranges import op_range
+from dynemb.ranges import emit_range, op_range
 
 
 def exchange_counts(send_counts: torch.Tensor, group: dist.ProcessGroup | None) -> torch.Tensor:
@@ -50,6 +50,6 @@ class RowsAllToAll(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None, None]:
-        with op_range("all_to_all_grads"):
+        with emit_range("ShardedDynamicEmbeddingCollection.backward"), op_range("all_to_all_grads"):
             grad_rows = exchange(grad, ctx.recv_splits, ctx.send_splits, ctx.group)
         return grad_rows, None, None, None
