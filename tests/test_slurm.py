@@ -7,13 +7,21 @@ queue (squeue keeps finished jobs for the cluster's MinJobAge of an hour).
 
 from __future__ import annotations
 
+import csv
+import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -112,9 +120,17 @@ def run_through_slurm(workdir: Path, *args: str, snakefile: Path | None = None) 
                "--directory", str(workdir)]
     if snakefile is not None:
         command += ["--snakefile", str(snakefile)]
-    proc = subprocess.run([*command, *args], cwd=workdir, capture_output=True, text=True,
-                          timeout=600)
+    proc = subprocess.run([*command, *args], cwd=workdir, env=workflow_env(workdir),
+                          capture_output=True, text=True, timeout=600)
     return SnakemakeRun(proc.returncode, proc.stdout + proc.stderr)
+
+
+def workflow_env(workdir: Path) -> dict[str, str]:
+    """This environment with `workdir`'s src/ first on PYTHONPATH: a copied workflow
+    imports its own packages, not the editable install's (jobs inherit it: sbatch --export=ALL)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(workdir / "src"), env.get("PYTHONPATH")]))
+    return env
 
 
 def slurm_queue() -> dict[str, QueuedJob]:
@@ -163,48 +179,200 @@ def assert_jobs_ran_in_slurm(run: SnakemakeRun, state: str = "COMPLETED") -> Non
         assert queue[job_id].state == state, (job_id, queue[job_id])
 
 
-MINI_WORKFLOW = """
-ITEMS = ["a", "b"]
-localrules: report
+# --- The real workflow on the tiny config ------------------------------------
 
-rule report:
-    input: expand("out/{item}.csv", item=ITEMS)
-    output: "out/report.txt"
-    shell: "cat {input} > {output}"
+TINY_CONFIG = ".test/config_tiny/config.yaml"
+WORKFLOW_PATHS = (
+    "Snakefile", "rules", "workflow", "config", "envs", "src", "benchmark", "profiles", ".test",
+)
+# The tiny config's second config gets an argument its benchmark rejects: its
+# profile and timing jobs run through SLURM, and the report lists it failed.
+CRASHING = "_no_hbm_"
+CRASH_OVERRIDE = {"overrides": {CRASHING: {"extra_args": ["--no-such-option"]}}}
+CRASH_MESSAGE = "--no-such-option"
+# SLURM cancels this rule's job of the working config (as preemption or an
+# admin would): a job failure that only SLURM knows about.
+CANCELLED_RULE = "sunburst"
+GPU_RULES = ("profile", "timing")
+LOCAL_RULES = ("all", "collect", "status", "environment", "aggregate", "latency_plot", "report")
+# Per-op columns that must match between a local and a cluster run (timings differ).
+STRUCTURE_COLUMNS = ["backend", "phase", "parent_stages", "op", "calls_per_iter", "num_iters",
+                     "kernel_names", "fallback_category"]
 
-rule profile:
-    output: "out/{item}.trace"
-    shell: "echo {wildcards.item} gpu=$CUDA_VISIBLE_DEVICES job=$SLURM_JOB_ID > {output}"
 
-rule breakdown:
-    input: "out/{item}.trace"
-    output: "out/{item}.csv"
-    shell: "cp {input} {output}"
-"""
+def copy_workflow(dest: Path) -> Path:
+    """The committed workflow files (the working tree's content) in a fresh folder."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--", *WORKFLOW_PATHS], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
 
 
-def test_profile_resources_reach_sbatch_on_a_minimal_workflow(slurm_cluster, tmp_path):
-    """Two per-item rules (a GPU one named like the workflow's profile rule, a
-    CPU one) through sbatch, the aggregate local: checks the cluster and the
-    profile independently of the real workflow."""
-    snakefile = tmp_path / "Snakefile"
-    snakefile.write_text(MINI_WORKFLOW)
+def run_locally(workdir: Path, *args: str) -> None:
+    proc = subprocess.run([str(SNAKEMAKE), "--cores", "2", "--directory", str(workdir), *args],
+                          cwd=workdir, env=workflow_env(workdir), capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
 
-    run = run_through_slurm(tmp_path, "report", snakefile=snakefile)
-    assert run.returncode == 0, run.log[-3000:]
-    assert sorted(c.rule for c in run.sbatch_calls) == ["breakdown"] * 2 + ["profile"] * 2
-    for call in run.sbatch_calls:
+
+def read_labels(workdir: Path) -> list[str]:
+    with open(workdir / "results" / "configs.tsv", encoding="utf-8") as handle:
+        return [row["label"] for row in csv.DictReader(handle, delimiter="\t")]
+
+
+@contextmanager
+def cancel_when_queued(comment: str) -> Iterator[list[str]]:
+    """Cancel, with scancel, the first new SLURM job whose comment is `comment`."""
+    known = set(slurm_queue())
+    cancelled: list[str] = []
+    stop = threading.Event()
+
+    def watch() -> None:
+        while not stop.is_set():
+            for job_id, job in slurm_queue().items():
+                if job_id not in known and job.comment == comment:
+                    subprocess.run(["scancel", job_id], check=True)
+                    cancelled.append(job_id)
+                    return
+            stop.wait(0.5)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield cancelled
+    finally:
+        stop.set()
+        watcher.join()
+
+
+@dataclass(frozen=True)
+class ClusterRuns:
+    local: Path
+    cluster: Path
+    labels: list[str]
+    first: SnakemakeRun
+    cancelled: list[str]
+    second: SnakemakeRun
+    third: SnakemakeRun
+
+    @property
+    def working(self) -> list[str]:
+        return [label for label in self.labels if CRASHING not in label]
+
+    @property
+    def crashing(self) -> list[str]:
+        return [label for label in self.labels if CRASHING in label]
+
+
+@pytest.fixture(scope="module")
+def cluster_runs(slurm_cluster, tmp_path_factory) -> ClusterRuns:
+    """The tiny config run locally (the reference), then three times through SLURM:
+    with one job cancelled, again (resubmits it, builds the report), and once more."""
+    base = tmp_path_factory.mktemp("slurm_workflow")
+    crash = base / "crash.yaml"
+    crash.write_text(yaml.safe_dump(CRASH_OVERRIDE))
+    configs = ["--configfile", TINY_CONFIG, str(crash)]
+
+    local = copy_workflow(base / "local")
+    run_locally(local, "results/configs.tsv", *configs)
+    labels = read_labels(local)
+    assert any(CRASHING in label for label in labels) and len(labels) >= 2, labels
+    working = [label for label in labels if CRASHING not in label]
+    run_locally(local, *[f"results/steps/profile/{label}.json" for label in labels],
+                *[f"results/opcalls/opcalls__{label}.csv" for label in working], *configs)
+
+    cluster = copy_workflow(base / "cluster")
+    with cancel_when_queued(f"rule_{CANCELLED_RULE}_wildcards_{working[0]}") as cancelled:
+        first = run_through_slurm(cluster, "report", *configs)
+    second = run_through_slurm(cluster, "report", *configs)
+    third = run_through_slurm(cluster, "report", *configs)
+    return ClusterRuns(local, cluster, labels, first, cancelled, second, third)
+
+
+def submitted(run: SnakemakeRun) -> list[str]:
+    return sorted(call.options["--comment"] for call in run.sbatch_calls)
+
+
+def test_every_per_config_job_goes_through_sbatch(cluster_runs):
+    runs = cluster_runs
+    expected = sorted(
+        [f"rule_{rule}_wildcards_{label}" for rule in GPU_RULES for label in runs.labels]
+        + [f"rule_{rule}_wildcards_{label}" for rule in ("breakdown", "sunburst")
+           for label in runs.working]
+    )
+    assert submitted(runs.first) == expected, runs.first.log[-3000:]
+    assert not {c.rule for c in runs.first.sbatch_calls} & set(LOCAL_RULES)
+    assert len(runs.cancelled) == 1
+    queue = slurm_queue()
+    for job_id in runs.first.slurm_job_ids:
+        want = "CANCELLED" if job_id in runs.cancelled else "COMPLETED"
+        assert queue[job_id].state == want, (job_id, queue[job_id])
+    assert_jobs_ran_in_slurm(runs.second)
+
+
+def test_gpu_requests_in_the_profile_reach_sbatch(cluster_runs):
+    calls = cluster_runs.first.sbatch_calls
+    assert {c.rule for c in calls} >= set(GPU_RULES)
+    for call in calls:
         for option, value in expected_sbatch_options(call.rule).items():
             assert call.options.get(option) == value, (call.rule, option, call.options)
-    assert "--gpus" not in next(c for c in run.sbatch_calls if c.rule == "breakdown").options
-    assert_jobs_ran_in_slurm(run)
-    # The GPU job ran inside its allocation, with the (device-less) GPU assigned.
-    lines = (tmp_path / "out" / "report.txt").read_text().split("\n")
-    records = [line.split() for line in lines if line]
-    assert [r[:2] for r in records] == [["a", "gpu=0"], ["b", "gpu=0"]]
-    assert {r[2].removeprefix("job=") for r in records} <= set(run.slurm_job_ids)
+        if call.rule not in GPU_RULES:
+            assert "--gpus" not in call.options and "--gres" not in call.options, call.options
 
-    again = run_through_slurm(tmp_path, "report", snakefile=snakefile)
-    assert again.returncode == 0, again.log[-3000:]
-    assert NOTHING_TO_DO in again.log
-    assert again.sbatch_calls == []
+
+def test_a_failed_slurm_job_is_reported_by_snakemake(cluster_runs):
+    runs = cluster_runs
+    (job_id,) = runs.cancelled
+    assert runs.first.returncode != 0
+    assert f"Error in rule {CANCELLED_RULE}" in runs.first.log
+    assert f"SLURM-job '{job_id}' failed, SLURM status is: 'CANCELLED'" in runs.first.log
+    # Everything else went on (keep-going), so the next run resubmits only that job.
+    assert runs.second.returncode == 0, runs.second.log[-3000:]
+    assert submitted(runs.second) == [f"rule_{CANCELLED_RULE}_wildcards_{runs.working[0]}"]
+
+
+def test_a_crashed_config_is_listed_failed_in_the_report(cluster_runs):
+    runs = cluster_runs
+    results = runs.cluster / "results"
+    html = (results / "report" / "index.html").read_text(encoding="utf-8")
+    summary = (results / "report" / "summary.md").read_text(encoding="utf-8")
+    for label in runs.crashing:
+        status = json.loads((results / "status" / f"{label}.json").read_text())
+        assert (status["ok"], status["failed_step"]) == (False, "profile"), status
+        assert CRASH_MESSAGE in status["log_tail"]
+        assert f"`{label}`: step **profile** failed" in summary
+        failed = [a.split("</article>", 1)[0] for a in html.split('<article class="failed-config"')[1:]]
+        (article,) = [a for a in failed if f"<h3>{label}</h3>" in a]
+        assert "<strong>profile</strong> failed" in article and CRASH_MESSAGE in article
+    for label in runs.working:
+        assert json.loads((results / "status" / f"{label}.json").read_text())["ok"] is True
+
+
+def test_cluster_results_equal_a_local_run(cluster_runs):
+    runs = cluster_runs
+    local, cluster = runs.local / "results", runs.cluster / "results"
+    assert (cluster / "configs.tsv").read_text() == (local / "configs.tsv").read_text()
+    for label in runs.labels:
+        records = [json.loads((root / "steps" / "profile" / f"{label}.json").read_text())
+                   for root in (local, cluster)]
+        assert records[0]["ok"] == records[1]["ok"] == (label in runs.working)
+    for label in runs.working:
+        tables = [pd.read_csv(root / "opcalls" / f"opcalls__{label}.csv", keep_default_na=False)
+                  for root in (local, cluster)]
+        assert list(tables[0].columns) == list(tables[1].columns)
+        local_ops, cluster_ops = (
+            t[STRUCTURE_COLUMNS].sort_values(STRUCTURE_COLUMNS).reset_index(drop=True)
+            for t in tables
+        )
+        pd.testing.assert_frame_equal(local_ops, cluster_ops)
+
+
+def test_a_further_run_submits_nothing(cluster_runs):
+    third = cluster_runs.third
+    assert third.returncode == 0, third.log[-3000:]
+    assert NOTHING_TO_DO in third.log
+    assert third.sbatch_calls == []
