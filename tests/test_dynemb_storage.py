@@ -180,3 +180,30 @@ def test_export_load_round_trip_with_state(device: str) -> None:
     ids, rows, _ = source.export_table(0)
     source.load_table(0, ids, rows + 1.0)
     assert torch.equal(source.export_table(0)[1], rows + 1.0)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(caching=True, local_hbm_for_values=16 * ROW_BYTES_ADAM),
+        dict(local_hbm_for_values=CAPACITY * ROW_BYTES_ADAM // 3),
+        dict(local_hbm_for_values=0),
+    ],
+    ids=["caching", "hybrid", "host"],
+)
+@pytest.mark.parametrize("device", DEVICES)
+def test_eval_reads_every_tier(overrides: dict, device: str) -> None:
+    """Eval finds ids wherever they live (cache or host), and leaves the tables as they were."""
+    tables = make(device, pooling=PoolingMode.NONE, tables=1, **overrides)
+    for ids, offsets in batches(6, id_range=40, tables=1):
+        out = tables(ids.to(device), offsets.to(device))
+        out.backward(torch.ones_like(out))
+    ids, rows, _ = tables.export_table(0)
+    size = tables.size(0)
+    tables.eval()
+    query = torch.cat([ids, torch.tensor([123456789])]).to(device)
+    out = tables(query, torch.arange(query.numel() + 1, device=device))
+    torch.testing.assert_close(out[:-1].cpu(), rows, atol=0, rtol=0)
+    assert torch.equal(out[-1].cpu(), torch.zeros(DIM))
+    assert tables.size(0) == size
+    assert torch.equal(tables.export_table(0)[1], rows)
