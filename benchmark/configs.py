@@ -176,10 +176,14 @@ def suite_configs(
     num_iterations: int | None = None,
     distribution: str | None = None,
     alpha: float | None = None,
+    total_cap: int | None = None,
 ) -> list[BenchmarkConfig]:
     """The configs of one suite; ``None`` keeps the preset's value.
 
-    ``num_tables`` keeps total capacity and total batch fixed.
+    ``num_tables`` keeps total capacity and total batch fixed. ``total_cap``
+    replaces the preset's capacity of the suites that keep rows off the GPU
+    (the seed preset's 256M rows need more host memory than many GPU hosts
+    have, for each backend).
     """
     mode = SUITES[suite]
     tables = num_tables if num_tables is not None else preset.num_tables
@@ -187,7 +191,9 @@ def suite_configs(
         raise ValueError(f"--num-tables must be at least 1, got {tables}")
     if preset.total_batch < tables:
         raise ValueError(f"total batch {preset.total_batch} is smaller than {tables} tables")
-    total_cap = preset.total_cap_hbm if mode == "gpu" else preset.total_cap
+    if total_cap is not None and total_cap < 1:
+        raise ValueError(f"--total-cap must be at least 1 row, got {total_cap}")
+    total_cap = preset.total_cap_hbm if mode == "gpu" else (total_cap or preset.total_cap)
     cap = per_table_cap(total_cap, tables)
     ratios: tuple[float | None, ...] = preset.cache_footprint_ratios if mode == "caching" else (None,)
     base = BenchmarkConfig(

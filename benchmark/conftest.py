@@ -37,6 +37,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--num-iterations", type=int, default=None, help="iterations (sampled batches) per config")
     group.addoption(
+        "--total-cap",
+        type=int,
+        default=None,
+        metavar="ROWS",
+        help="total rows over all tables for the caching / no_caching / no_hbm suites (default: the "
+        "preset's); labels show the resulting per-table cap",
+    )
+    group.addoption(
         "--feature-distribution",
         choices=DISTRIBUTIONS,
         default=None,
@@ -127,6 +135,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             num_iterations=config.getoption("--num-iterations"),
             distribution=config.getoption("--feature-distribution"),
             alpha=config.getoption("--alpha"),
+            total_cap=config.getoption("--total-cap"),
         )
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None

@@ -49,6 +49,17 @@ def test_num_tables_keeps_total_capacity_and_batch() -> None:
         assert sum(cfg.caps) == preset.total_cap  # 256M / 4 is exact
 
 
+def test_total_cap_replaces_off_gpu_capacity_only() -> None:
+    preset = PRESETS["seed"]
+    (gpu,) = {cfg.caps for cfg in suite_configs("TestGpu", preset, total_cap=16 << 20)}
+    (host,) = {cfg.caps for cfg in suite_configs("TestNoHbm", preset, total_cap=16 << 20)}
+    (default,) = {cfg.caps for cfg in suite_configs("TestNoHbm", preset)}
+    assert gpu == host == (1638 << 10,) * 10
+    assert default == (25 << 20,) * 10
+    with pytest.raises(ValueError, match="--total-cap must be at least 1 row"):
+        suite_configs("TestNoHbm", preset, total_cap=0)
+
+
 def test_powlaw_ids_stay_in_range_and_hot_ids_are_low() -> None:
     gen = torch.Generator().manual_seed(0)
     u = torch.rand(200_000, generator=gen, dtype=torch.float64)
