@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from embprof.labels import make_label
+from embprof.labels import make_label, parse_label
 
 COLUMNS = [
     "backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter",
@@ -59,11 +59,13 @@ LABELS = [
 def record(label: str, scale: float = 1.0, *, trc: bool = True, status: str = "ok") -> dict:
     """A timing record with DESIGN.md's fields (numbers shaped like a smoke run's)."""
     dyn_f, dyn_b, trc_f, trc_b = 0.9 * scale, 1.3 * scale, 0.4 * scale, 0.7 * scale
+    fields = parse_label(label)
     return {
-        "label": label, "gpu_name": None, "device": "cpu", "num_tables": 2, "batch_size": 256,
-        "embedding_dim": 16, "optimizer_type": label.split("_D16_")[1].split("_")[0],
-        "caching": "_caching_" in label, "cache_footprint_ratio": None,
-        "pooling_mode": "none", "num_embeddings_per_feature": [4096, 4096],
+        "label": label, "gpu_name": None, "device": "cpu", "num_tables": fields.num_tables,
+        "batch_size": fields.total_batch // fields.num_tables, "embedding_dim": fields.dim,
+        "optimizer_type": fields.optimizer, "caching": fields.mode == "caching",
+        "cache_footprint_ratio": fields.cache_footprint_ratio,
+        "pooling_mode": fields.pooling, "num_embeddings_per_feature": list(fields.caps),
         "feature_distribution": "pow-law", "alpha": 1.05, "max_hotness": 1,
         "avg_n_unique": 301.4 * scale, "avg_n_total": 512.0, "num_iterations": 5,
         "dyn_forward_ms": dyn_f, "dyn_backward_ms": dyn_b, "dyn_train_ms": dyn_f + dyn_b + 0.05,

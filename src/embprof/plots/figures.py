@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import cache
 
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
@@ -42,17 +43,30 @@ def dom_id(prefix: str, name: str) -> str:
     return f"{prefix}-{_NON_ID.sub('-', name)}"
 
 
-def base_layout(fig: go.Figure, *, title: str, width: int, height: int) -> go.Figure:
-    fig.update_layout(
+@cache
+def report_template() -> go.layout.Template:
+    """The look of every figure, made once.
+
+    Passing it explicitly skips plotly's default template, which every new
+    figure would otherwise validate again (about 80 ms each on a 2-core machine).
+    """
+    return go.layout.Template(
+        layout=dict(font=FONT, paper_bgcolor="white", plot_bgcolor="white", colorway=OP_PALETTE)
+    )
+
+
+def new_figure(data: list | None = None, **layout: object) -> go.Figure:
+    return go.Figure(data=data, layout=dict(template=report_template(), **layout))
+
+
+def base_layout(*, title: str, width: int, height: int) -> dict[str, object]:
+    """Layout keys every figure shares; give them to the constructor (one validation pass)."""
+    return dict(
         title=dict(text=title, x=0.01, xanchor="left", font=dict(size=16)),
-        font=FONT,
         width=width,
         height=height,
         margin=dict(l=50, r=30, t=70, b=40),
-        paper_bgcolor="white",
-        plot_bgcolor="white",
     )
-    return fig
 
 
 def figure_div(fig: go.Figure, div_id: str) -> str:

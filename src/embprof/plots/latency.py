@@ -17,7 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from embprof.labels import format_cap, parse_label
-from embprof.plots.figures import BACKEND_NAMES, base_layout
+from embprof.plots.figures import BACKEND_NAMES, base_layout, new_figure
 
 MODE_ORDER = ("gpu", "caching", "no_caching", "no_hbm")
 MODE_TITLES = {"gpu": "GPU", "caching": "Caching", "no_caching": "NoCaching", "no_hbm": "NoHBM"}
@@ -137,6 +137,7 @@ def latency_figure(
         subplot_titles=[f"{o} · {p.title}" for o in optimizers for p in panels] or None,
         horizontal_spacing=min(0.08, 0.3 / cols),
         vertical_spacing=min(0.18, 0.5 / rows),
+        figure=new_figure(),
     )
     seen: set[str] = set()
     for row, optimizer in enumerate(optimizers, start=1):
@@ -174,7 +175,7 @@ def latency_figure(
         updatemenus=[_scale_toggle(fig, above)],
     )
     fig.update_yaxes(gridcolor="#E5E5E5", zeroline=False)
-    base_layout(fig, title=title, width=max(420 * cols, 900), height=height)
+    fig.update_layout(**base_layout(title=title, width=max(420 * cols, 900), height=height))
     fig.update_layout(
         margin=dict(t=TOP_PX, b=BOTTOM_PX), title=dict(y=1.0, yanchor="top", pad=dict(t=16))
     )

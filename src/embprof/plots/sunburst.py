@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import pandas as pd
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from embprof.plots.figures import (
     BACKEND_NAMES,
@@ -21,11 +20,14 @@ from embprof.plots.figures import (
     OTHER_PHASE_COLOR,
     PHASE_COLORS,
     base_layout,
+    new_figure,
 )
 
 STAGE_SEP = "/"
 PHASE_ORDER = ("forward", "backward")
 ROOT_COLOR = "#F2F2F2"
+DOMAIN_GAP = 0.04
+TITLE_Y = 1.0
 STAGE_COLOR = "#D9D9D9"
 
 
@@ -61,6 +63,8 @@ def _phase_rank(phase: str) -> tuple[int, str]:
 def _collapse(opcalls: pd.DataFrame) -> pd.DataFrame:
     """One row per (backend, phase, stages, op): duplicated keys add up."""
     keys = ["backend", "phase", "parent_stages", "op"]
+    if not opcalls.duplicated(keys).any():  # the breakdown writes one row per key: skip the groupby
+        return opcalls[[*keys, "avg_ms_per_iter", "calls_per_iter"]]
     return opcalls.groupby(keys, sort=False, as_index=False).agg(
         avg_ms_per_iter=("avg_ms_per_iter", "sum"), calls_per_iter=("calls_per_iter", "sum")
     )
@@ -161,20 +165,20 @@ def _code_index(code: str) -> int:
 
 
 def sunburst_figure(opcalls: pd.DataFrame, codes: dict[str, str], title: str) -> go.Figure:
-    """One sunburst per backend present, side by side, values in ms per iteration."""
+    """One sunburst per backend present, side by side, values in ms per iteration.
+
+    Built as one dict and validated once: plotly's make_subplots and repeated
+    update_layout calls cost more than the data when a report holds many configs.
+    """
     backends = backends_present(opcalls)
     cols = max(len(backends), 1)
-    fig = make_subplots(
-        rows=1,
-        cols=cols,
-        specs=[[{"type": "domain"}] * cols],
-        subplot_titles=[_backend_title(opcalls, b) for b in backends] or None,
-        horizontal_spacing=0.04,
-    )
-    for col, backend in enumerate(backends, start=1):
+    traces, titles = [], []
+    for col, backend in enumerate(backends):
         nodes = sunburst_nodes(opcalls, codes, backend)
-        fig.add_trace(
-            go.Sunburst(
+        left, right = col / cols + DOMAIN_GAP / 2, (col + 1) / cols - DOMAIN_GAP / 2
+        traces.append(
+            dict(
+                type="sunburst",
                 ids=nodes.ids,
                 parents=nodes.parents,
                 labels=nodes.labels,
@@ -189,21 +193,31 @@ def sunburst_figure(opcalls: pd.DataFrame, codes: dict[str, str], title: str) ->
                 ),
                 insidetextorientation="auto",
                 name=backend,
-            ),
-            row=1,
-            col=col,
+                domain=dict(x=[left, right], y=[0.0, TITLE_Y - 0.04]),
+            )
         )
+        titles.append(_annotation(_backend_title(opcalls, backend), (left + right) / 2, TITLE_Y))
     if not backends:
-        fig.add_annotation(
-            text="no kernels attributed to this config",
-            showarrow=False,
-            x=0.5,
-            y=0.5,
-            xref="paper",
-            yref="paper",
-            font=dict(size=16),
-        )
-    return base_layout(fig, title=title, width=max(560 * cols, 640), height=560)
+        titles.append(_annotation("no kernels attributed to this config", 0.5, 0.5, size=16))
+    return new_figure(
+        traces,
+        annotations=titles,
+        **base_layout(title=title, width=max(560 * cols, 640), height=560),
+    )
+
+
+def _annotation(text: str, x: float, y: float, size: int = 14) -> dict:
+    return dict(
+        text=text,
+        x=x,
+        y=y,
+        xref="paper",
+        yref="paper",
+        xanchor="center",
+        yanchor="bottom",
+        showarrow=False,
+        font=dict(size=size),
+    )
 
 
 def _backend_title(opcalls: pd.DataFrame, backend: str) -> str:

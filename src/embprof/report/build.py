@@ -9,8 +9,9 @@ rendered are copied; only missing ones go through kaleido, all in one browser.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -142,16 +143,15 @@ def build_report(inputs: ReportInputs) -> Path:
     out = Path(inputs.out_dir)
     figures_dir = out / FIGURES
     latency = latency_figure(records)
-    sunbursts = {
-        label: sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label))
-        for label, frame in opcalls.items()
-    }
     _write_pngs(
         figures_dir,
-        {LATENCY_PNG: (latency, inputs.latency_html.with_suffix(".png"))}
+        {LATENCY_PNG: (lambda: latency, inputs.latency_html.with_suffix(".png"))}
         | {
-            sunburst_png_name(label): (fig, inputs.sunburst_dir / f"{label}.png")
-            for label, fig in sunbursts.items()
+            sunburst_png_name(label): (
+                partial(_config_sunburst, label, frame),
+                inputs.sunburst_dir / f"{label}.png",
+            )
+            for label, frame in opcalls.items()
         },
     )
 
@@ -197,18 +197,28 @@ def build_report(inputs: ReportInputs) -> Path:
     return write_text_atomic(out / "index.html", page)
 
 
-def _write_pngs(figures_dir: Path, wanted: Mapping[str, tuple[go.Figure, Path]]) -> None:
-    """Copy PNGs that earlier steps rendered, export the rest in one session, drop stale ones."""
+def _config_sunburst(label: str, frame: pd.DataFrame) -> go.Figure:
+    """The figure the sunburst step renders for a config (both backends side by side)."""
+    return sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label))
+
+
+def _write_pngs(
+    figures_dir: Path, wanted: Mapping[str, tuple[Callable[[], go.Figure], Path]]
+) -> None:
+    """Copy PNGs that earlier steps rendered, export the rest in one session, drop stale ones.
+
+    Figures are made only for the PNGs that must be rendered here.
+    """
     figures_dir.mkdir(parents=True, exist_ok=True)
     jobs = []
-    for name, (fig, rendered) in wanted.items():
+    for name, (make_fig, rendered) in wanted.items():
         target = figures_dir / name
         if rendered.is_file():
             tmp = target.with_name(f".{name}.copy")
             shutil.copyfile(rendered, tmp)
             tmp.replace(target)
         else:
-            jobs.append(PngJob(fig, target))
+            jobs.append(PngJob(make_fig(), target))
     export_pngs(jobs)
     for stale in figures_dir.glob("*.png"):
         if stale.name not in wanted:

@@ -1,0 +1,65 @@
+"""Static export: one browser for a batch of figures, sizes kept, clear errors without a browser."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import plotly.graph_objects as go
+import pytest
+from report_inputs import opcalls_frame
+
+from embprof.plots.export import ExportError, PngJob, export_pngs, find_browser
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.slow
+def test_a_batch_of_figures_is_written_in_one_session_at_their_layout_size(tmp_path):
+    figs = [
+        go.Figure(go.Bar(x=["a", "b"], y=[1, i]), layout=dict(width=400 + 100 * i, height=300))
+        for i in range(3)
+    ]
+    jobs = [PngJob(fig, tmp_path / "sub" / f"f{i}.png") for i, fig in enumerate(figs)]
+    jobs.append(PngJob(figs[0], tmp_path / "scaled.png", scale=2.0))
+    export_pngs(jobs)
+    assert [png_size(j.path) for j in jobs] == [(400, 300), (500, 300), (600, 300), (800, 600)]
+    assert [p.name for p in (tmp_path / "sub").iterdir() if p.name.startswith(".")] == []
+
+
+def test_nothing_to_export_needs_no_browser(monkeypatch):
+    monkeypatch.setenv("BROWSER_PATH", "/nonexistent/chromium")
+    export_pngs([])
+
+
+def test_a_wrong_browser_path_is_one_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "chromium"))
+    with pytest.raises(ExportError, match="BROWSER_PATH=.* is not an executable file"):
+        find_browser()
+    monkeypatch.delenv("BROWSER_PATH")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(ExportError, match="no Chromium found"):
+        find_browser()
+
+
+def test_sunburst_script_without_a_browser_fails_cleanly_and_writes_nothing(tmp_path):
+    csv = tmp_path / "opcalls__T2_totalB512_D16_sgd_gpu_pool=none_cap=4K.csv"
+    opcalls_frame().to_csv(csv, index=False)
+    png, html = tmp_path / "s.png", tmp_path / "s.html"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "workflow" / "scripts" / "sunburst.py"),
+         "--opcalls", str(csv), "--png", str(png), "--html", str(html)],
+        capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "BROWSER_PATH": str(tmp_path / "no-chromium")},
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"sunburst.py: error: BROWSER_PATH='{tmp_path / 'no-chromium'}' is not an executable file"
+    assert not png.exists() and not html.exists()
