@@ -3,7 +3,6 @@ rule breakdown:
     input:
         trace=get_breakdown_trace,
         categories=ancient("config/kernel_categories.yaml"),
-        code=get_code_files("breakdown"),
     output:
         opcalls="results/opcalls/opcalls__{label}.csv",
         busy="results/opcalls/opcalls__{label}.busy.json",

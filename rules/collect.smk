@@ -1,8 +1,6 @@
 checkpoint collect:
     # Which configs exist is only known by asking pytest, so the DAG below it
     # is built after this has run (never at parse time).
-    input:
-        get_code_files("measured"),
     output:
         table="results/configs.tsv",
     params:

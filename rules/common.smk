@@ -40,9 +40,10 @@ if PROFILER == "nsys" and NSYS is None:
     NSYS = "nsys"  # not on this host's PATH; the job looks it up where it runs
 NSYS_ARG = f"--nsys {shlex.quote(NSYS)}" if NSYS else ""
 
-# Code a step depends on. Rules take these digests as params (editing the code
-# re-runs them; a fresh clone with new mtimes re-runs nothing) and list the
-# files as ancient() inputs.
+# Code a step depends on. Rules take these digests as params: editing the code
+# re-runs them, while a fresh clone (same content, new mtimes) re-runs nothing.
+# The plotting rules also list their code files as ancient() inputs; the others
+# do not, as every input file costs each DAG pass a stat (dry-run speed).
 CODE = {
     "measured": ["benchmark", "src/dynemb"],
     "breakdown": ["workflow/scripts/breakdown.py", "src/embprof/trace"],
@@ -58,9 +59,14 @@ wildcard_constraints:
     label=r"T\d+_totalB\d+_D\d+_[A-Za-z0-9_.=-]+",
 
 
+@lru_cache(maxsize=None)
+def _code_files(step):
+    return tuple(code_files(CODE[step], root=workflow.basedir))
+
+
 def get_code_files(step):
     """The code files of a step, as ancient() inputs: declared, but mtimes never re-run it."""
-    return [ancient(f) for f in code_files(CODE[step], root=workflow.basedir)]
+    return [ancient(f) for f in _code_files(step)]
 
 
 @lru_cache(maxsize=4)

@@ -4,7 +4,6 @@ checkpoint profile:
     # and a failed record, and the report lists it instead of its sunburst.
     input:
         table=ancient("results/configs.tsv"),
-        code=get_code_files("measured"),
     output:
         trace=TRACE,
         record="results/steps/profile/{label}.json",

@@ -3,7 +3,6 @@ rule timing:
     # enters a latency; it takes every core, so nothing runs beside it.
     input:
         table=ancient("results/configs.tsv"),
-        code=get_code_files("measured"),
     output:
         timing="results/timing/{label}.json",
         record="results/steps/timing/{label}.json",
@@ -28,7 +27,6 @@ rule timing:
 rule aggregate:
     input:
         timing=get_timing_files,
-        code=get_code_files("aggregate"),
     output:
         "results/benchmark_results.json",
     params:
