@@ -97,9 +97,13 @@ def torchrec_skip_reason(cfg: ECConfig, device: torch.device) -> str | None:
     import fbgemm_gpu  # noqa: F401 - registers the fbgemm operators probed below
 
     if cfg.use_index_dedup:
-        op = "fbgemm::jagged_unique_indices"
-        if not torch._C._dispatch_has_kernel_for_dispatch_key(op, device.type.upper()):
-            return f"TorchRec's index dedup calls {op}, which this fbgemm_gpu build has no {device.type.upper()} kernel for"
+        op, key = "fbgemm::jagged_unique_indices", device.type.upper()
+        try:
+            has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key(op, key)
+        except RuntimeError:  # the operator is not registered at all
+            has_kernel = False
+        if not has_kernel:
+            return f"TorchRec's index dedup calls {op}, which this fbgemm_gpu build has no {key} kernel for"
     if device.type == "cpu":
         from fbgemm_gpu.split_table_batched_embeddings_ops_common import EmbeddingLocation
         from fbgemm_gpu.split_table_batched_embeddings_ops_training import (

@@ -22,6 +22,7 @@ import platform
 import shutil
 import sys
 import tempfile
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -126,14 +127,18 @@ class TrainLoop:
             self.grads = list(torch.split(full, [o.shape[0] for o in outs]))
         return self.grads
 
-    def step(self, i: int, watch: Stopwatch | None = None) -> tuple[Any, Any, Any]:
+    def step(
+        self, batch: int, iteration: int | None = None, watch: Stopwatch | None = None
+    ) -> tuple[Any, Any, Any]:
+        """Train on batch ``batch``; ``iteration`` names its ``nsys_iter_`` range (None: warm-up, no range)."""
         t0 = watch.mark() if watch else None
-        with emit_range(f"nsys_iter_{i}"), emit_range(self.backend.name):
-            with emit_range("forward"):
-                outs = self.backend.forward(self.inputs[i])
-            t1 = watch.mark() if watch else None
-            with emit_range("backward"), torch.autograd.set_multithreading_enabled(False):
-                torch.autograd.backward(outs, self._grads_like(outs))
+        with emit_range(f"nsys_iter_{iteration}") if iteration is not None else nullcontext():
+            with emit_range(self.backend.name):
+                with emit_range("forward"):
+                    outs = self.backend.forward(self.inputs[batch])
+                t1 = watch.mark() if watch else None
+                with emit_range("backward"), torch.autograd.set_multithreading_enabled(False):
+                    torch.autograd.backward(outs, self._grads_like(outs))
         t2 = watch.mark() if watch else None
         return t0, t1, t2
 
@@ -146,7 +151,7 @@ def timed_means(
     if nsys:
         torch.cuda.profiler.start()
     with emit_range(label):
-        marks = [loop.step(first + i, watch) for i in range(count)]
+        marks = [loop.step(first + i, i, watch) for i in range(count)]
     watch.settle()
     if nsys:
         torch.cuda.profiler.stop()
@@ -165,7 +170,7 @@ def write_torch_trace(
     with torch.profiler.profile(activities=activities) as prof:
         with emit_range(label):
             for i in range(loop.cfg.profile_iterations):
-                loop.step(first + i)
+                loop.step(first + i, i)
         if where.device.type == "cuda":
             torch.cuda.synchronize()
     trace_dir.mkdir(parents=True, exist_ok=True)
