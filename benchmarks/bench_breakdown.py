@@ -13,7 +13,8 @@ its peak RSS is its own:
 - nsys-ai 0.3.0: ``nsys_ai.nvtx_attribution.attribute_kernels_to_nvtx`` on
   the same file (install it apart: ``pip install -r benchmarks/requirements.txt``
   into another venv and pass its python with --nsys-ai-python);
-- bare read: the columns the breakdown needs, into Arrow arrays.
+- bare read: the columns the breakdown needs, into Arrow tables, through
+  the same ADBC SQLite driver the breakdown uses.
 
 It prints a side-by-side table and the ratios the targets are stated in.
 """
@@ -171,40 +172,42 @@ def generate(path: Path, iters: int, ops_per_phase: int = 300, side_per_iter: in
 # ---- the measured programs, each run in a child process ----
 
 def child_ours(path: str) -> None:
-    from embprof.trace import run_breakdown, write_outputs
+    """The command-line entry point itself: file in, CSV and sidecar out."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / "breakdown.py"
+    spec = importlib.util.spec_from_file_location("breakdown_script", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    import embprof.trace  # noqa: F401 - imports are not part of the measured time
 
     with tempfile.TemporaryDirectory() as out:
         t0, c0 = time.perf_counter(), time.process_time()
-        res = run_breakdown([Path(path)])
-        write_outputs(res, Path(out))
+        rc = module.main([path, "--out-dir", out])
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-    rows = sum(len(lb.rows) for lb in res.values())
+        rows = sum(len(p.read_text().splitlines()) - 1 for p in Path(out).glob("*.csv"))
+    if rc != 0:
+        raise SystemExit(rc)
     _report(elapsed, cpu, f"{rows} rows")
 
 
 def child_bare(path: str) -> None:
-    import itertools
-    import sqlite3
-
-    import numpy as np
-    import pyarrow as pa
+    """The same columns the breakdown selects, through the same ADBC driver, into Arrow: nothing else."""
+    from embprof.trace.columns import BulkReader
 
     t0, c0 = time.perf_counter(), time.process_time()
-    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
-    arrays = {}
-    queries = {
-        "kernel": ("SELECT start, end, correlationId, globalPid, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL", 5),
-        "memcpy": ("SELECT start, end, correlationId, globalPid, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY", 5),
-        "runtime": ("SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME", 3),
-        "nvtx": ("SELECT start, end, globalTid, coalesce(textId, -1) FROM NVTX_EVENTS WHERE eventType = 59 AND domainId = 0", 4),
-    }
-    for name, (sql, k) in queries.items():
-        flat = np.fromiter(itertools.chain.from_iterable(conn.execute(sql)), dtype=np.int64).reshape(-1, k)
-        arrays[name] = [pa.array(flat[:, i]) for i in range(k)]
-    arrays["nvtx_text"] = pa.array([t for (t,) in conn.execute(
-        "SELECT text FROM NVTX_EVENTS WHERE eventType = 59 AND domainId = 0")], type=pa.string()).dictionary_encode()
+    bulk = BulkReader(Path(path))
+    queries = (
+        "SELECT start, end, correlationId, globalPid, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL",
+        "SELECT start, end, correlationId, globalPid, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+        "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+        "SELECT start, end, globalTid, coalesce(textId, -1), coalesce(text, '') FROM NVTX_EVENTS "
+        "WHERE eventType = 59 AND domainId = 0",
+    )
+    tables = [bulk.table(q) for q in queries]
+    bulk.close()
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-    _report(elapsed, cpu, f"{sum(len(a[0]) if isinstance(a, list) else len(a) for a in arrays.values())} rows")
+    _report(elapsed, cpu, f"{sum(t.num_rows for t in tables)} rows")
 
 
 def child_nsys_ai(path: str) -> None:
@@ -220,21 +223,28 @@ def child_nsys_ai(path: str) -> None:
 
 
 def _report(elapsed: float, cpu: float, what: str) -> None:
-    import resource
-
-    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, not ru_maxrss: the latter survives exec and would report the parent's peak.
+    with open("/proc/self/status") as fh:
+        rss_mb = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024
     print(json.dumps({"seconds": elapsed, "cpu_seconds": cpu, "rss_mb": rss_mb, "what": what}))
 
 
 CHILDREN = {"ours": child_ours, "bare": child_bare, "nsys_ai": child_nsys_ai}
 
 
-def measure(python: str, which: str, path: Path) -> dict:
+def measure(python: str, which: str, path: Path, repeat: int) -> dict:
+    """Best of ``repeat`` fresh processes (wall and CPU minimized separately, peak RSS the max)."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
-    proc = subprocess.run([python, __file__, "--child", which, str(path)], capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{which} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    runs = []
+    for _ in range(repeat):
+        proc = subprocess.run([python, __file__, "--child", which, str(path)], capture_output=True, text=True, env=env)
+        if proc.returncode != 0:
+            raise SystemExit(f"{which} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return {
+        "seconds": min(r["seconds"] for r in runs), "cpu_seconds": min(r["cpu_seconds"] for r in runs),
+        "rss_mb": max(r["rss_mb"] for r in runs), "what": runs[0]["what"],
+    }
 
 
 def main() -> None:
@@ -242,6 +252,7 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--small-iters", type=int, default=10)
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "embprof-bench")
+    ap.add_argument("--repeat", type=int, default=3, help="fresh processes per program; the best run counts")
     ap.add_argument("--nsys-ai-python", default=os.environ.get("NSYS_AI_PYTHON", "/tmp/benchvenv/bin/python"))
     ap.add_argument("--child", nargs=2, metavar=("WHICH", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -260,11 +271,12 @@ def main() -> None:
         files[iters] = path
 
     big, small = files[args.iters], files[args.small_iters]
-    ours = measure(sys.executable, "ours", big)
-    ours_small = measure(sys.executable, "ours", small)
-    bare = measure(sys.executable, "bare", big)
+    ours = measure(sys.executable, "ours", big, args.repeat)
+    ours_small = measure(sys.executable, "ours", small, args.repeat)
+    bare = measure(sys.executable, "bare", big, args.repeat)
     have_nsys_ai = Path(args.nsys_ai_python).exists()
-    nsys_ai = measure(args.nsys_ai_python, "nsys_ai", big) if have_nsys_ai else None
+    nsys_ai = measure(args.nsys_ai_python, "nsys_ai", big, args.repeat) if have_nsys_ai else None
+    print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
     def line(name: str, m: dict) -> None:
         print(f"{name:<36}{m['seconds']:>9.2f}{m['cpu_seconds']:>9.2f}{m['rss_mb']:>13.0f}  {m['what']}")

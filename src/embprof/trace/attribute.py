@@ -25,8 +25,8 @@ import pandas as pd
 from embprof.labels import is_config_range
 
 from .errors import TraceError
-from .model import KIND_KERNEL, Trace
-from .nesting import build_forest, innermost
+from .model import KIND_KERNEL, Ranges, Trace
+from .nesting import Forest, build_forest, innermost
 
 BACKENDS = ("dyn", "trc")
 PHASES = ("forward", "backward")
@@ -120,91 +120,137 @@ def _path_strings(parent_path: list[np.ndarray], path_name: list[np.ndarray], na
     return {int(p): resolve(int(p)) for p in wanted}
 
 
-def attribute(trace: Trace, layout: str = "default") -> Attributed:
-    rg, wk = trace.ranges, trace.work
-    forest, p_tc, by_level = build_forest(rg.thread, rg.start, rg.end, wk.thread, wk.launch)
-    n = len(forest.start)
-    name = rg.name[forest.order]
-    name_cls, name_val = classify(rg.names, layout)
-    cls, val = name_cls[name], name_val[name]  # before the sentinel is appended to name
+@dataclass
+class RangeContext:
+    """Everything the attribution needs from the ranges alone (one trace, one layout).
 
-    # Position n is a sentinel standing for "no range": lookups below are then plain gathers.
-    config_of = np.full(n + 1, -1, np.int64)
-    iter_of = np.full(n + 1, -1, np.int64)
-    backend_of = np.full(n + 1, -1, np.int64)
-    phase_of = np.full(n + 1, -1, np.int64)
-    op_of = np.full(n + 1, -1, np.int64)
-    path_of = np.zeros(n + 1, np.int64)
-    parent = np.append(forest.parent, -1)
-    name = np.append(name, -1)
+    Per sorted range position, plus a sentinel at position n for "no range":
+    the innermost config/iteration/op range above it (positions), backend and
+    phase (indices), and the id of the path of stage names down to it.
+    """
+
+    forest: Forest
+    layout: str
+    names: list[str]
+    name: np.ndarray
+    parent: np.ndarray
+    config_of: np.ndarray
+    iter_of: np.ndarray
+    backend_of: np.ndarray
+    phase_of: np.ndarray
+    op_of: np.ndarray
+    path_of: np.ndarray
+    parent_path: list[np.ndarray]
+    path_name: list[np.ndarray]
+    iterations: dict[str, int]
+    has_config_names: bool
+
+
+def range_context(ranges: Ranges, layout: str = "default") -> RangeContext:
+    """Propagate each range's context down the forest, one depth level at a time."""
+    forest = build_forest(ranges.thread, ranges.start, ranges.end)
+    n = len(forest)
+    name_cls, name_val = classify(ranges.names, layout)
+    name = np.append(ranges.name[forest.order], -1).astype(np.int32)
+    cls, val = name_cls[name[:n]], name_val[name[:n]]
+    parent = forest.parent = np.append(forest.parent, -1).astype(np.int32)  # sentinel parent too
+    config_of = np.full(n + 1, -1, np.int32)
+    iter_of = np.full(n + 1, -1, np.int32)
+    backend_of = np.full(n + 1, -1, np.int8)
+    phase_of = np.full(n + 1, -1, np.int8)
+    op_of = np.full(n + 1, -1, np.int32)
+    path_of = np.zeros(n + 1, np.int32)
     parent_path: list[np.ndarray] = []
     path_name: list[np.ndarray] = []
-    n_paths = 1
-    for idx in by_level:
-        p = np.where(parent[idx] >= 0, parent[idx], n)
+    n_paths, n_names = 1, len(ranges.names) + 1
+    for idx in forest.levels:
+        p = parent[idx]
+        p[p < 0] = n
         for arr in (config_of, iter_of, backend_of, phase_of, op_of, path_of):
             arr[idx] = arr[p]
         c = cls[idx]
-        config_of[idx[c == CONFIG]] = idx[c == CONFIG]
-        iter_of[idx[c == ITERATION]] = idx[c == ITERATION]
-        backend_of[idx[c == BACKEND]] = val[idx[c == BACKEND]]
-        phase_of[idx[c == PHASE]] = val[idx[c == PHASE]]
-        op_of[idx[c == OP]] = idx[c == OP]
+        for kind, arr, value in ((CONFIG, config_of, idx), (ITERATION, iter_of, idx), (OP, op_of, idx),
+                                 (BACKEND, backend_of, val[idx]), (PHASE, phase_of, val[idx])):
+            hit = c == kind
+            if hit.any():
+                arr[idx[hit]] = value[hit]
         grow = idx[(c == OTHER) | (c == OP)]
         if len(grow):
-            key = path_of[grow] * (len(rg.names) + 1) + name[grow]
-            inv, uniq = pd.factorize(key)
-            parent_path.append(uniq // (len(rg.names) + 1))
-            path_name.append(uniq % (len(rg.names) + 1))
+            inv, uniq = pd.factorize(path_of[grow].astype(np.int64) * n_names + name[grow])
+            parent_path.append(uniq // n_names)
+            path_name.append(uniq % n_names)
             path_of[grow] = n_paths + inv
             n_paths += len(uniq)
 
-    r = innermost(forest, p_tc, wk.launch)
-    r = np.where(r >= 0, r, n)
+    iterations: dict[str, int] = {}
+    iter_cfg = config_of[np.flatnonzero(cls == ITERATION)]
+    if layout == "default" and len(iter_cfg):
+        counts = pd.Series(name[iter_cfg[iter_cfg >= 0]]).value_counts()
+        iterations = {ranges.names[int(k)]: int(v) for k, v in counts.items()}
+    forest.levels, forest.order = [], forest.order[:0]  # only needed above
+    return RangeContext(
+        forest=forest, layout=layout, names=ranges.names, name=name, parent=parent, config_of=config_of,
+        iter_of=iter_of, backend_of=backend_of, phase_of=phase_of, op_of=op_of, path_of=path_of,
+        parent_path=parent_path, path_name=path_name, iterations=iterations,
+        has_config_names=bool((name_cls == CONFIG).any()),
+    )
 
-    op = op_of[r]
+
+def attribute(trace: Trace, layout: str = "default", context: RangeContext | None = None) -> Attributed:
+    """Attribute a trace's work; ``context`` may come precomputed (the nsys reader builds it in parallel)."""
+    ctx = context if context is not None else range_context(trace.ranges, layout)
+    if ctx.layout != layout:
+        raise ValueError(f"range context built for layout {ctx.layout!r}, asked for {layout!r}")
+    wk = trace.work
+    n = len(ctx.forest)
+    r = innermost(ctx.forest, wk.thread, wk.launch)
+    r[r < 0] = n
+
+    op = ctx.op_of[r]
     kernel = wk.kind == KIND_KERNEL
     has_op = op >= 0
+    op_pos = np.where(has_op, op, n)
     # Kernels under an op: stages are the path above the op. Copies and memsets are their
     # own rows, with the op they ran in as their innermost stage. Outside any op: all of it.
-    stage_anchor = np.where(has_op, np.where(kernel, parent[np.where(has_op, op, n)], op), r)
-    stage = path_of[np.where(stage_anchor >= 0, stage_anchor, n)]
+    anchor = np.where(has_op, np.where(kernel, ctx.parent[op_pos], op_pos), r)
+    anchor[anchor < 0] = n
+    stage = ctx.path_of[anchor]
+    del anchor
     op_is_range = has_op & kernel
-    op_code = np.where(op_is_range, name[np.where(has_op, op, n)], wk.name)
+    op_code = np.where(op_is_range, ctx.name[op_pos], wk.name)
+    del op_pos, op
 
     if layout == "default":
-        config, iteration = config_of[r], iter_of[r]
-        backend, phase = backend_of[r], phase_of[r]
+        config, iteration = ctx.config_of[r], ctx.iter_of[r]
+        backend, phase = ctx.backend_of[r], ctx.phase_of[r]
         # An iteration counts inside its own config range only.
-        iter_config = config_of[np.where(iteration >= 0, iteration, n)]
+        iter_config = ctx.config_of[np.where(iteration >= 0, iteration, n)]
         counted = (config >= 0) & (iteration >= 0) & (iter_config == config) & (backend >= 0) & (phase >= 0)
-        label_code = name[np.where(counted, config, n)]
-        iter_cfg = config_of[np.flatnonzero(cls == ITERATION)]
-        label_names = {int(c): rg.names[int(c)] for c in np.unique(label_code[counted])}
-        iterations: dict[str, int] = {}
-        if len(iter_cfg):
-            cfg_names = pd.Series(name[iter_cfg[iter_cfg >= 0]]).value_counts()
-            iterations = {rg.names[int(k)]: int(v) for k, v in cfg_names.items()}
+        label_code = ctx.name[np.where(counted, config, n)]
+        del config, iteration, iter_config
+        label_names = {int(c): ctx.names[int(c)] for c in np.unique(label_code[counted])}
+        iterations = ctx.iterations
         backend_names, phase_names = BACKENDS, PHASES
     else:
         counted = np.ones(len(r), dtype=bool)
-        label_code = np.zeros(len(r), np.int64)
-        backend = phase = np.zeros(len(r), np.int64)
+        label_code = np.zeros(len(r), np.int32)
+        backend = phase = np.zeros(len(r), np.int8)
         stem = trace_stem(trace.path)
         label_names = {0: stem}
         iterations = {stem: 1}
         backend_names, phase_names = (ANY_BACKEND,), (ANY_PHASE,)
+    del r
 
     if not counted.any():
-        if layout == "default" and not np.isin(name_cls, [CONFIG]).any():
+        if layout == "default" and not ctx.has_config_names:
             raise TraceError(
                 trace.path,
                 "no config ranges (names like T<tables>_totalB...): not a trace of our benchmark; use --layout any",
             )
         raise TraceError(trace.path, "no work launched inside config/nsys_iter_<i>/dyn|trc/forward|backward ranges")
 
-    keys = (label_code, backend, phase, stage, op_code, op_is_range, wk.kind, wk.name)
     every = bool(counted.all())
+    keys = (label_code, backend, phase, stage, op_code, op_is_range, wk.kind, wk.name)
     group, first = _group_ids([k if every else k[counted] for k in keys])
     dur = wk.end - wk.start if every else (wk.end - wk.start)[counted]
     sel = first if every else np.flatnonzero(counted)[first]
@@ -214,13 +260,13 @@ def attribute(trace: Trace, layout: str = "default") -> Attributed:
         "calls": np.bincount(group, minlength=len(first)),
         "total_ns": np.bincount(group, weights=dur, minlength=len(first)).round().astype(np.int64),
     })
+    del group, dur
 
-    paths = _path_strings(parent_path, path_name, rg.names, groups["stage"].unique())
-    op_names = np.where(
-        groups["is_op_range"].to_numpy(),
-        [_op_name(rg.names[c], layout) if ir else "" for c, ir in zip(groups["op_code"], groups["is_op_range"], strict=True)],
-        [wk.names[c] if not ir else "" for c, ir in zip(groups["op_code"], groups["is_op_range"], strict=True)],
-    )
+    paths = _path_strings(ctx.parent_path, ctx.path_name, ctx.names, groups["stage"].unique())
+    op_names = [
+        _op_name(ctx.names[c], layout) if ir else wk.names[c]
+        for c, ir in zip(groups["op_code"], groups["is_op_range"], strict=True)
+    ]
     out = pd.DataFrame({
         "label": groups["label"].map(label_names),
         "backend": groups["backend"].map(dict(enumerate(backend_names))),
@@ -235,9 +281,11 @@ def attribute(trace: Trace, layout: str = "default") -> Attributed:
     })
 
     busy: dict[tuple[str, str], int] = {}
-    lb = label_code[counted] * len(backend_names) + backend[counted]
+    lb = label_code.astype(np.int64) * len(backend_names) + backend
+    if not every:
+        lb = lb[counted]
     lb_code, lb_keys = pd.factorize(lb)
-    s, e = wk.start[counted], wk.end[counted]
+    s, e = (wk.start, wk.end) if every else (wk.start[counted], wk.end[counted])
     by_start = np.argsort(s, kind="stable")  # work tables are nearly in start order: cheap
     o = by_start[np.argsort(lb_code[by_start].astype(np.int16 if len(lb_keys) < 2**15 else np.int64), kind="stable")]
     cuts = np.searchsorted(lb_code[o], np.arange(len(lb_keys) + 1))

@@ -67,9 +67,16 @@ class BulkReader:
 
 
 def int_column(col: pa.ChunkedArray) -> np.ndarray:
+    """int64 numpy copy of a non-null integer column.
+
+    Chunks are viewed zero-copy and joined by numpy, so the result lives in
+    numpy's memory (given back to the OS when freed), not in Arrow's pool.
+    """
     if len(col) == 0:
         return np.empty(0, dtype=np.int64)
-    return np.asarray(col.to_numpy(), dtype=np.int64)
+    if col.num_chunks == 1:
+        return np.array(col.chunk(0).to_numpy(), dtype=np.int64)
+    return np.concatenate([np.asarray(c.to_numpy(), dtype=np.int64) for c in col.chunks if len(c)])
 
 
 def read_strings_by_id(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:

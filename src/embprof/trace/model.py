@@ -9,8 +9,9 @@ attribution never loops over events in Python.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -54,9 +55,11 @@ class Work:
 
 @dataclass
 class Trace:
+    """One trace file's work, and its ranges or (when read for one layout) their attribution context."""
+
     path: Path
-    ranges: Ranges
+    ranges: Ranges | None
     work: Work
     time_source: str = TIME_GPU
     dropped_unlaunched: int = 0
-    notes: list[str] = field(default_factory=list)
+    context: Any = None  # attribute.RangeContext, built by a reader that overlaps it with its I/O

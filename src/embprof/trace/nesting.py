@@ -22,24 +22,17 @@ class Forest:
     """Ranges in (thread, start, -end) order with their tree structure."""
 
     order: np.ndarray  # index into the reader's arrays, per sorted position
-    thread: np.ndarray  # dense thread code
-    start: np.ndarray
+    thread: np.ndarray  # dense thread code (int32)
     end: np.ndarray
-    depth: np.ndarray
-    parent: np.ndarray  # sorted position of the parent, -1 at a root
-    start_key: np.ndarray
+    parent: np.ndarray  # sorted position of the parent, -1 at a root (int32)
+    start_key: np.ndarray  # thread * span + (start - t0), ascending
+    levels: list[np.ndarray]  # sorted positions by depth, shallowest first
+    threads: pd.Index  # original thread id per dense code
     span: int
     t0: int
 
-
-def _dense_threads(*threads: np.ndarray) -> list[np.ndarray]:
-    """One small int per distinct thread id, shared by all arrays (hash-based, O(n))."""
-    codes, _ = pd.factorize(np.concatenate(threads))
-    out, pos = [], 0
-    for t in threads:
-        out.append(codes[pos : pos + len(t)].astype(np.int64))
-        pos += len(t)
-    return out
+    def __len__(self) -> int:
+        return len(self.end)
 
 
 def levels(depth: np.ndarray) -> list[np.ndarray]:
@@ -47,61 +40,81 @@ def levels(depth: np.ndarray) -> list[np.ndarray]:
     if len(depth) == 0:
         return []
     small = depth.astype(np.int16 if depth.max() < np.iinfo(np.int16).max else np.int64)
-    by = np.argsort(small, kind="stable")  # a radix sort for 16-bit keys
+    by = np.argsort(small, kind="stable").astype(np.int32)  # a radix sort for 16-bit keys
     cuts = np.searchsorted(small[by], np.arange(1, int(depth.max()) + 1))
     return np.split(by, cuts)
 
 
-def build_forest(r_thread, r_start, r_end, p_thread, p_time) -> tuple[Forest, np.ndarray, list[np.ndarray]]:
-    """The range forest, the points' dense thread codes, and the forest's depth levels."""
-    keep = np.flatnonzero(r_end > r_start)  # empty ranges hold nothing
-    r_tc, p_tc = _dense_threads(r_thread[keep], p_thread)
-    times = [a for a in (r_start[keep], r_end[keep], p_time) if len(a)]
-    t0 = int(min(a.min() for a in times)) if times else 0
-    span = (int(max(a.max() for a in times)) - t0 + 2) if times else 2
-    n_threads = int(max(r_tc.max(initial=0), p_tc.max(initial=0))) + 1
-    if n_threads * span >= (1 << 62):
+def build_forest(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> Forest:
+    # Written to keep few full-length temporaries alive at once: this runs on the largest table.
+    nonempty = end > start  # empty ranges hold nothing
+    if nonempty.all():
+        keep, s, e, th = None, start, end, thread
+    else:
+        keep = np.flatnonzero(nonempty)
+        s, e, th = start[keep], end[keep], thread[keep]
+    del nonempty
+    codes, threads = pd.factorize(th)
+    t0 = int(s.min()) if len(s) else 0
+    span = (int(e.max()) - t0 + 2) if len(s) else 2
+    if (len(threads) + 1) * span >= (1 << 62):
         raise OverflowError("trace spans too long a time across too many threads")
 
-    s, e = r_start[keep], r_end[keep]
-    sk = r_tc * span + (s - t0)
+    sk = codes.astype(np.int64, copy=False)
+    sk *= span
+    sk += s
+    sk -= t0
+    del codes
     srt = np.argsort(sk, kind="stable")  # exports list ranges nearly in order: cheap
     sks = sk[srt]
     if len(sks) > 1 and (sks[1:] == sks[:-1]).any():
         srt = np.lexsort((-e, sk))  # equal starts: the longer range is the outer one
         sks = sk[srt]
-    tc, s, e = r_tc[srt], s[srt], e[srt]
-    ek = tc * span + (e - t0)
-    n = len(s)
-    pos = np.arange(n, dtype=np.int64)
+    del sk
+    tc = (sks // span).astype(np.int32)
+    e = e[srt]
+    order = (srt if keep is None else keep[srt]).astype(np.int32)
+    del srt, keep
+    n = len(e)
     # Per thread: ranges started before each one, minus those already ended at its start.
+    ek = e - t0
+    ek += tc.astype(np.int64) * span
+    ek.sort(kind="stable")
     thread_first = np.flatnonzero(np.r_[True, tc[1:] != tc[:-1]]) if n else np.empty(0, np.int64)
-    ek_sorted = np.sort(ek, kind="stable")
-    thread_codes = tc[thread_first]
-    first_end = np.zeros(n_threads, dtype=np.int64)
-    first_end[thread_codes] = np.searchsorted(ek_sorted, thread_codes * span, side="left")
-    first_start = np.zeros(n_threads, dtype=np.int64)
-    first_start[thread_codes] = thread_first
-    ended = np.searchsorted(ek_sorted, sks, side="right") - first_end[tc]
-    depth = (pos - first_start[tc]) - ended
+    first_start = np.zeros(len(threads), dtype=np.int64)
+    first_start[tc[thread_first]] = thread_first
+    first_end = np.zeros(len(threads), dtype=np.int64)
+    first_end[tc[thread_first]] = np.searchsorted(ek, tc[thread_first].astype(np.int64) * span, side="left")
+    depth = np.searchsorted(ek, sks, side="right")
+    del ek
+    depth -= first_end[tc]
+    np.subtract(np.arange(n, dtype=np.int64) - first_start[tc], depth, out=depth)
 
     by_level = levels(depth)
-    parent = np.full(n, -1, dtype=np.int64)
+    del depth
+    parent = np.full(n, -1, dtype=np.int32)
     for upper, lower in zip(by_level, by_level[1:], strict=False):
         # The parent is the last range one level up that starts before the child.
         parent[lower] = upper[np.searchsorted(upper, lower) - 1]
-    forest = Forest(order=keep[srt], thread=tc, start=s, end=e, depth=depth, parent=parent, start_key=sks, span=span, t0=t0)
-    return forest, p_tc, by_level
+    return Forest(
+        order=order, thread=tc, end=e, parent=parent, start_key=sks,
+        levels=by_level, threads=pd.Index(threads), span=span, t0=t0,
+    )
 
 
-def innermost(forest: Forest, p_tc: np.ndarray, p_time: np.ndarray) -> np.ndarray:
+def innermost(forest: Forest, p_thread: np.ndarray, p_time: np.ndarray) -> np.ndarray:
     """Sorted position of the innermost range with start <= t < end on the point's thread, else -1."""
-    if len(forest.start) == 0:
-        return np.full(len(p_time), -1, dtype=np.int64)
-    key = p_tc * forest.span + (p_time - forest.t0)
-    r = np.searchsorted(forest.start_key, key, side="right") - 1
-    r[(r >= 0) & (forest.thread[np.maximum(r, 0)] != p_tc)] = -1
-    todo = np.flatnonzero(r >= 0)
+    r = np.full(len(p_time), -1, dtype=np.int64)
+    if len(forest) == 0:
+        return r
+    tc = forest.threads.get_indexer(p_thread)
+    rel = p_time - forest.t0
+    cand = np.flatnonzero((tc >= 0) & (rel >= 0) & (rel < forest.span))
+    key = tc[cand] * forest.span + rel[cand]
+    pos = np.searchsorted(forest.start_key, key, side="right") - 1
+    ok = (pos >= 0) & (forest.thread[np.maximum(pos, 0)] == tc[cand])
+    r[cand[ok]] = pos[ok]
+    todo = cand[ok]
     while len(todo):
         rr = r[todo]
         out = forest.end[rr] <= p_time[todo]
@@ -109,4 +122,3 @@ def innermost(forest: Forest, p_tc: np.ndarray, p_time: np.ndarray) -> np.ndarra
         r[todo] = forest.parent[rr[out]]
         todo = todo[r[todo] >= 0]
     return r
-

@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -74,37 +75,68 @@ def _read_ranges(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Rang
     if unclosed:
         raise TraceError(path, f"{unclosed} NVTX range(s) never closed (no end time); the capture was cut inside them")
     # Names: registered strings by textId, inline ones by their text; one code space for both.
-    text = table.column(4).combine_chunks() if table.num_rows else pa.array([], pa.string())
-    encoded = pc.dictionary_encode(text.cast(pa.string()))
-    names = encoded.dictionary.to_pylist()
-    codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    encoded = pc.dictionary_encode(table.column(4).cast(pa.string()))  # one dictionary for all chunks
+    del table
+    chunks = [c for c in encoded.chunks if len(c)]
+    names = chunks[0].dictionary.to_pylist() if chunks else []
+    codes = (np.concatenate([np.asarray(c.indices.to_numpy(), dtype=np.int32) for c in chunks])
+             if chunks else np.empty(0, np.int32))
+    del encoded, chunks
     by_id = text_id >= 0
     if by_id.any():
         uniq, inverse = np.unique(text_id[by_id], return_inverse=True)
         values = read_strings_by_id(conn, uniq)
-        codes[by_id] = len(names) + inverse
+        codes[by_id] = len(names) + inverse.astype(np.int32)
         names += [values.get(int(i), "") for i in uniq]
     return Ranges(thread=tid, start=start, end=end, name=codes, names=names)
 
 
-def read_sqlite(path: Path, use_adbc: bool = True) -> Trace:
-    """Read the columns the attribution needs from one export."""
+def read_sqlite(path: Path, use_adbc: bool = True, layout: str | None = None) -> Trace:
+    """Read the columns the attribution needs from one export.
+
+    With ``layout`` the ranges are read and turned into their attribution
+    context on a second thread while this one reads and joins the work: the
+    SQLite driver and numpy release the GIL, so the two overlap on two cores.
+    """
     try:
         conn = sqlite3.connect(read_only_uri(path), uri=True)
         bulk = BulkReader(path, use_adbc=use_adbc)
     except DatabaseErrors as exc:
         raise TraceError(path, f"cannot open as SQLite: {exc}") from None
     try:
-        return _read_sqlite(conn, bulk, path)
+        _check_tables(conn, path)
+        if layout is None:
+            work, dropped = _read_work(conn, bulk, path)
+            return Trace(path=path, ranges=_read_ranges(conn, bulk, path), work=work, dropped_unlaunched=dropped)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            context = pool.submit(_range_context_from, path, use_adbc, layout)
+            work, dropped = _read_work(conn, bulk, path)
+            return Trace(path=path, ranges=None, work=work, dropped_unlaunched=dropped, context=context.result())
     except DatabaseErrors as exc:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise TraceError(path, f"unreadable SQLite export ({detail}); truncated or not an Nsight Systems export?") from None
+        raise _unreadable(path, exc) from None
     finally:
         bulk.close()
         conn.close()
 
 
-def _read_sqlite(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Trace:
+def _unreadable(path: Path, exc: BaseException) -> TraceError:
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return TraceError(path, f"unreadable SQLite export ({detail}); truncated or not an Nsight Systems export?")
+
+
+def _range_context_from(path: Path, use_adbc: bool, layout: str):
+    from .attribute import range_context
+
+    conn = sqlite3.connect(read_only_uri(path), uri=True)
+    bulk = BulkReader(path, use_adbc=use_adbc)
+    try:
+        return range_context(_read_ranges(conn, bulk, path), layout)
+    finally:
+        bulk.close()
+        conn.close()
+
+
+def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
     tables = table_names(conn)
     if KERNEL not in tables:
         raise TraceError(path, f"no {KERNEL} table: the export holds no GPU kernels (profile with --trace=cuda)")
@@ -113,38 +145,46 @@ def _read_sqlite(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Trac
     if NVTX not in tables:
         raise TraceError(path, f"no {NVTX} table: no ranges were traced (profile with --trace=cuda,nvtx)")
 
+
+def _read_work(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> tuple[Work, int]:
+    """Kernels, copies and memsets joined to their launching runtime call; and how many had none."""
+    tables = table_names(conn)
     k_start, k_end, k_corr, k_pid, k_name = _read_work_table(conn, bulk, path, KERNEL, "shortName")
     k_code, uniq_names = pd.factorize(k_name)
     strings = read_strings_by_id(conn, uniq_names)
     work_names = [strings.get(int(i), f"kernel#{int(i)}") for i in uniq_names]
-    parts = [(k_start, k_end, k_corr, k_pid, k_code.astype(np.int64), np.full(len(k_start), KIND_KERNEL, np.int8))]
+    parts = [(k_start, k_end, k_corr, k_pid, k_code.astype(np.int32), np.full(len(k_start), KIND_KERNEL, np.int8))]
 
     if MEMCPY in tables:
         m_start, m_end, m_corr, m_pid, m_kind = _read_work_table(conn, bulk, path, MEMCPY, "copyKind")
         m_code, kinds = pd.factorize(m_kind)
-        parts.append((m_start, m_end, m_corr, m_pid, m_code + len(work_names), np.full(len(m_start), KIND_MEMCPY, np.int8)))
+        parts.append((m_start, m_end, m_corr, m_pid, (m_code + len(work_names)).astype(np.int32), np.full(len(m_start), KIND_MEMCPY, np.int8)))
         work_names += [memcpy_name(MEMCPY_KINDS.get(int(k), f"kind{int(k)}")) for k in kinds]
     if MEMSET in tables:
         s_start, s_end, s_corr, s_pid = _read_work_table(conn, bulk, path, MEMSET, None)
-        parts.append((s_start, s_end, s_corr, s_pid, np.full(len(s_start), len(work_names)), np.full(len(s_start), KIND_MEMSET, np.int8)))
+        parts.append((s_start, s_end, s_corr, s_pid, np.full(len(s_start), len(work_names), np.int32), np.full(len(s_start), KIND_MEMSET, np.int8)))
         work_names.append(MEMSET_NAME)
-    start, end, corr, pid, code, kind = (np.concatenate(c) for c in zip(*parts, strict=True))
+    start, end, corr, pid, code, kind = (np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts, strict=True))
+    del parts, k_start, k_end, k_corr, k_pid, k_name, k_code
 
     _require_columns(conn, path, RUNTIME, ("start", "globalTid", "correlationId"))
     r_corr, r_tid, r_start = bulk.ints(
         f"SELECT correlationId, coalesce(globalTid, 0), start FROM {RUNTIME} WHERE correlationId IS NOT NULL"
     )
     launch_idx = join_launches(pid, corr, r_tid & PID_MASK, r_corr)
+    del pid, corr, r_corr
     found = launch_idx >= 0
     dropped = int(len(found) - np.count_nonzero(found))
     if not found.any():
         raise TraceError(path, f"none of the {len(found)} kernels/copies has a runtime call with its correlationId")
-    li = launch_idx[found]
+    every = dropped == 0
+    li = launch_idx if every else launch_idx[found]
     work = Work(
-        thread=r_tid[li], launch=r_start[li], start=start[found], end=end[found],
-        name=code[found], kind=kind[found], names=work_names,
+        thread=r_tid[li], launch=r_start[li],
+        start=start if every else start[found], end=end if every else end[found],
+        name=code if every else code[found], kind=kind if every else kind[found], names=work_names,
     )
-    return Trace(path=path, ranges=_read_ranges(conn, bulk, path), work=work, dropped_unlaunched=dropped)
+    return work, dropped
 
 
 def join_launches(w_pid: np.ndarray, w_corr: np.ndarray, r_pid: np.ndarray, r_corr: np.ndarray) -> np.ndarray:
@@ -155,17 +195,18 @@ def join_launches(w_pid: np.ndarray, w_corr: np.ndarray, r_pid: np.ndarray, r_co
     """
     if len(r_pid) == 0:
         return np.full(len(w_pid), -1, dtype=np.int64)
-    codes, _ = pd.factorize(np.concatenate([r_pid, w_pid]))
-    r_key = codes[: len(r_pid)].astype(np.int64) * (np.int64(1) << 33) + r_corr
-    w_key = codes[len(r_pid):].astype(np.int64) * (np.int64(1) << 33) + w_corr
-    index = pd.Index(r_key)
-    if not index.is_unique:  # keep the first call of a repeated id, as a hash join would
-        keep = ~index.duplicated()
-        index, rows = index[keep], np.flatnonzero(keep)
+    if (r_pid == r_pid[0]).all() and (w_pid == r_pid[0]).all():
+        r_key, w_key = r_corr, w_corr  # one process, the usual case: the id alone is the key
     else:
-        rows = np.arange(len(r_key))
-    pos = index.get_indexer(w_key)
-    return np.where((pos >= 0) & (w_corr >= 0), rows[np.maximum(pos, 0)], -1)
+        codes, _ = pd.factorize(np.concatenate([r_pid, w_pid]))
+        r_key = codes[: len(r_pid)].astype(np.int64) * (np.int64(1) << 33) + r_corr
+        w_key = codes[len(r_pid):].astype(np.int64) * (np.int64(1) << 33) + w_corr
+        del codes
+    order = np.argsort(r_key, kind="stable")  # ids rise with time: nearly sorted, cheap
+    keys = r_key[order]
+    pos = np.minimum(np.searchsorted(keys, w_key), len(keys) - 1)  # first of repeated ids
+    hit = (keys[pos] == w_key) & (w_corr >= 0)
+    return np.where(hit, order[pos], -1)
 
 
 def find_nsys(explicit: str | None) -> str | None:
@@ -176,7 +217,7 @@ def find_nsys(explicit: str | None) -> str | None:
     return shutil.which("nsys")
 
 
-def read_nsys_rep(path: Path, nsys: str | None) -> Trace:
+def read_nsys_rep(path: Path, nsys: str | None, layout: str | None = None) -> Trace:
     """Export a ``.nsys-rep`` to SQLite in a temporary directory, then read it."""
     exe = find_nsys(nsys)
     if exe is None:
@@ -191,7 +232,7 @@ def read_nsys_rep(path: Path, nsys: str | None) -> Trace:
         if proc.returncode != 0 or not out.is_file():
             last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
             raise TraceError(path, f"nsys export failed (exit {proc.returncode}): {last}")
-        trace = read_sqlite(out)
+        trace = read_sqlite(out, layout=layout)
         trace.path = path
         return trace
 

@@ -46,7 +46,7 @@ def attribute_traces(traces: list[Trace], layout: str, categories: Path | None =
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     cats = load_categories(categories)
-    parts: list[tuple[Trace, Attributed]] = [(t, attribute(t, layout)) for t in traces]
+    parts: list[tuple[Trace, Attributed]] = [(t, attribute(t, layout, t.context)) for t in traces]
     groups = pd.concat([a.groups for _, a in parts], ignore_index=True)
     out: dict[str, LabelBreakdown] = {}
     for label, g in groups.groupby("label", sort=True):
@@ -99,4 +99,6 @@ def run_breakdown(
     """Read and attribute every trace; a bad one raises :class:`TraceError` before anything is written."""
     if not paths:
         raise TraceError("-", "no trace files given")
-    return attribute_traces([read_trace(Path(p), nsys=nsys) for p in paths], layout, categories)
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    return attribute_traces([read_trace(Path(p), nsys=nsys, layout=layout) for p in paths], layout, categories)

@@ -12,7 +12,8 @@ from .nsys import read_nsys_rep, read_sqlite
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def read_trace(path: Path, nsys: str | None = None) -> Trace:
+def read_trace(path: Path, nsys: str | None = None, layout: str | None = None) -> Trace:
+    """One trace file; with ``layout`` an nsys export also brings its range context (read in parallel)."""
     if not path.exists():
         raise TraceError(path, "no such file")
     if not path.is_file():
@@ -23,11 +24,11 @@ def read_trace(path: Path, nsys: str | None = None) -> Trace:
     except OSError as exc:
         raise TraceError(path, f"cannot read: {exc.strerror}") from None
     if head.startswith(SQLITE_MAGIC):
-        return read_sqlite(path)
+        return read_sqlite(path, layout=layout)
     if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
         return read_kineto(path)
     if path.suffix == ".nsys-rep":
-        return read_nsys_rep(path, nsys)
+        return read_nsys_rep(path, nsys, layout)
     if not head:
         raise TraceError(path, "empty file")
     raise TraceError(path, "not an Nsight Systems SQLite export, .nsys-rep or PyTorch profiler JSON trace")
