@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +25,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER_SCRIPTS = REPO / "tests" / "slurm"
 PROFILE_DIR = REPO / "profiles" / "slurm"
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+CLUSTER_LOCK = "/tmp/embprof-slurm.lock"
 # Test-only: short jobs need no 40 s grace before the first status check.
 TEST_ONLY_ARGS = ["--slurm-init-seconds-before-status-checks", "2"]
 
@@ -151,18 +154,24 @@ def _run_script(name: str, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    """Install (Debian packages), start, and finally tear down the one-node cluster."""
-    install = _run_script("install.sh")
-    if install.returncode == 77:
-        pytest.skip(install.stderr.strip())
-    if install.returncode != 0:
-        pytest.fail(f"tests/slurm/install.sh failed: {install.stderr.strip()}")
-    start = _run_script("start.sh")
-    if start.returncode != 0:
-        pytest.fail(f"tests/slurm/start.sh failed: {start.stderr.strip()}")
-    yield
-    stop = _run_script("stop.sh", "--purge")
-    assert stop.returncode == 0, stop.stderr
+    """Install (Debian packages), start, and finally tear down the one-node cluster.
+
+    A lock makes concurrent test sessions on one machine take turns: each
+    starts and tears down the same cluster."""
+    with FileLock(CLUSTER_LOCK, timeout=1200):
+        install = _run_script("install.sh")
+        if install.returncode == 77:
+            pytest.skip(install.stderr.strip())
+        if install.returncode != 0:
+            pytest.fail(f"tests/slurm/install.sh failed: {install.stderr.strip()}")
+        start = _run_script("start.sh")
+        if start.returncode != 0:
+            pytest.fail(f"tests/slurm/start.sh failed: {start.stderr.strip()}")
+        try:
+            yield
+        finally:
+            stop = _run_script("stop.sh", "--purge")
+        assert stop.returncode == 0, stop.stderr
 
 
 def assert_jobs_ran_in_slurm(run: SnakemakeRun, state: str = "COMPLETED") -> None:
@@ -282,12 +291,16 @@ def cluster_runs(slurm_cluster, tmp_path_factory) -> ClusterRuns:
     labels = read_labels(local)
     assert any(CRASHING in label for label in labels) and len(labels) >= 2, labels
     working = [label for label in labels if CRASHING not in label]
-    run_locally(local, *[f"results/steps/profile/{label}.json" for label in labels],
-                *[f"results/opcalls/opcalls__{label}.csv" for label in working], *configs)
+    reference_targets = [f"results/steps/profile/{label}.json" for label in labels] + [
+        f"results/opcalls/opcalls__{label}.csv" for label in working]
 
     cluster = copy_workflow(base / "cluster")
-    with cancel_when_queued(f"rule_{CANCELLED_RULE}_wildcards_{working[0]}") as cancelled:
-        first = run_through_slurm(cluster, "report", *configs)
+    # The local reference runs while the first cluster run mostly waits on SLURM.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reference = pool.submit(run_locally, local, *reference_targets, *configs)
+        with cancel_when_queued(f"rule_{CANCELLED_RULE}_wildcards_{working[0]}") as cancelled:
+            first = run_through_slurm(cluster, "report", *configs)
+        reference.result()
     second = run_through_slurm(cluster, "report", *configs)
     third = run_through_slurm(cluster, "report", *configs)
     return ClusterRuns(local, cluster, labels, first, cancelled, second, third)
