@@ -19,6 +19,7 @@ from embprof.report.build import ReportInputs, build_report
 from embprof.report.load import read_opcalls, read_results
 
 FAILED = LABELS[3]
+STALE = "T1_totalB64_D8_sgd_gpu_pool=none_cap=1K"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
@@ -54,6 +55,8 @@ def report(results) -> Path:
     out = results / "report"
     (out / "figures").mkdir(parents=True)
     (out / "figures" / "sunburst__T1_gone.png").write_bytes(PNG_MAGIC)  # from an older run
+    stale = dict(json.loads((results / "status" / f"{FAILED}.json").read_text()), label=STALE)
+    (results / "status" / f"{STALE}.json").write_text(json.dumps(stale))  # a config no longer selected
     return build_report(inputs(results, out))
 
 
@@ -91,7 +94,7 @@ def test_headline_has_every_config_and_dyn_over_trc_ratios(report, results):
 
 def test_failed_config_is_listed_with_step_and_log_tail(report):
     failed = unescape(section(report.read_text(), "failed"))
-    assert FAILED in failed
+    assert FAILED in failed and STALE not in failed
     assert "Step profile failed with exit code 1" in " ".join(failed.split()).replace("<strong>", "").replace("</strong>", "")
     assert FAILED_TAIL in failed
     breakdowns = unescape(section(report.read_text(), "breakdowns"))
@@ -108,6 +111,7 @@ def test_each_profiled_config_has_its_sunburst_and_legend_tables(report):
     assert breakdowns.count('<table class="legend">') == per_backend
     assert sum(f.startswith("sunburst-trc-") for f in figures) == len(LABELS) - 2
     assert "CPU busy (leaf operators)" in breakdowns
+    assert f"pytest id: <code>benchmark/test_bench.py::test_step[{LABELS[0]}]</code>" in breakdowns
     assert 'class="code">A</td>' in breakdowns
 
 

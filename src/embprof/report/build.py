@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -74,7 +74,6 @@ class _Run:
 
     records: list[dict[str, Any]]
     opcalls: dict[str, pd.DataFrame]
-    busy: dict[str, BusyTime | None] = field(default_factory=dict)
 
 
 def _load_opcalls(
@@ -93,13 +92,14 @@ def _load_previous(folder: Path) -> _Run:
     if not folder.is_dir():
         raise InputError(f"--compare-to {folder}: no such directory")
     records = read_results(folder / "benchmark_results.json")
-    frames, busy = _load_opcalls(folder / "opcalls", [r["label"] for r in records])
-    return _Run(records, frames, busy)
+    frames, _ = _load_opcalls(folder / "opcalls", [r["label"] for r in records])
+    return _Run(records, frames)
 
 
 @dataclass(frozen=True)
 class _Section:
     label: str
+    test_id: str
     anchor: str
     png: str
     legends: list[LegendItem]
@@ -136,7 +136,10 @@ def build_report(inputs: ReportInputs) -> Path:
     test_ids = dict(zip(configs["label"], configs["test_id"], strict=True))
     labels = sorted(set(test_ids) | {r["label"] for r in records})
     by_label = {r["label"]: r for r in records}
-    failed_steps = {lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"]}
+    # Status files of configs no longer selected may linger in the folder: only this run's count.
+    failed_steps = {
+        lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"] and lab in labels
+    }
     opcalls, busy = _load_opcalls(inputs.opcalls_dir, labels)
     previous = _load_previous(inputs.compare_to) if inputs.compare_to else None
 
@@ -159,7 +162,8 @@ def build_report(inputs: ReportInputs) -> Path:
     head = to_cells(headline(labels, by_label, failed_steps), HEADLINE_VIEW)
     top = to_cells(top_ops(opcalls), TOP_OPS_VIEW)
     sections = [
-        _section(label, opcalls.get(label), busy.get(label), failed_steps) for label in labels
+        _section(label, test_ids.get(label, ""), opcalls.get(label), busy.get(label), failed_steps)
+        for label in labels
     ]
     failed = [_failed(statuses[label]) for label in sorted(failed_steps)]
     comparison = _comparison(records, opcalls, previous, inputs.compare_to)
@@ -227,6 +231,7 @@ def _write_pngs(
 
 def _section(
     label: str,
+    test_id: str,
     frame: pd.DataFrame | None,
     busy: BusyTime | None,
     failed_steps: Mapping[str, str],
@@ -239,7 +244,7 @@ def _section(
             if label in failed_steps
             else "No breakdown: the workflow wrote no per-op CSV for this config."
         )
-        return _Section(label, anchor, "", [], reason)
+        return _Section(label, test_id, anchor, "", [], reason)
     legends = config_legends(frame)
     codes = assign_letter_codes(frame)
     figures = {}
@@ -250,6 +255,7 @@ def _section(
         figures[backend] = (figure_id, figure_div(fig, figure_id))
     return _Section(
         label=label,
+        test_id=test_id,
         anchor=anchor,
         png=f"{FIGURES}/{sunburst_png_name(label)}",
         legends=legend_items(
