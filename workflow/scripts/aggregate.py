@@ -18,7 +18,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="merged JSON list to write")
     parser.add_argument("timings", nargs="+", type=Path, help="per-config timing JSON files")
     args = parser.parse_args(argv)
-    return run_guarded("aggregate.py", lambda: write_results(merge_timings(args.timings), args.out))
+
+    def aggregate() -> None:
+        records = merge_timings(args.timings)
+        write_results(records, args.out)
+        failed = sum(r.get("status", "ok") != "ok" for r in records)
+        print(f"{args.out}: {len(records)} records, {failed} failed")
+
+    return run_guarded("aggregate.py", aggregate)
 
 
 if __name__ == "__main__":

@@ -13,17 +13,19 @@ from pathlib import Path
 from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import figure_div
 from embprof.plots.files import write_text_atomic
-from embprof.plots.latency import latency_figure
+from embprof.plots.latency import latency_figure, timed_configs
 from embprof.report.cli import run_guarded
 from embprof.report.html import figure_page
 from embprof.report.load import read_results
 
 
 def write_latency_plot(results: Path, png: Path, html: Path) -> None:
-    fig = latency_figure(read_results(results))
+    records = read_results(results)
+    fig = latency_figure(records)
     page = figure_page("Latency per iteration", "latency-plot", figure_div(fig, "latency-plot"), [])
     export_pngs([PngJob(fig, png)])
     write_text_atomic(html, page)
+    print(f"{png}, {html}: {len(timed_configs(records))} of {len(records)} configs timed")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         out_dir=args.out_dir,
         compare_to=args.compare_to,
     )
-    return run_guarded("report.py", lambda: build_report(inputs))
+    return run_guarded("report.py", lambda: print(f"{build_report(inputs)}: written"))
 
 
 if __name__ == "__main__":

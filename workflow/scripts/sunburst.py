@@ -45,6 +45,7 @@ def write_sunburst(opcalls: Path, png: Path, html: Path) -> None:
     page = figure_page(sunburst_title(label), figure_id, figure_div(fig, figure_id), items, note)
     export_pngs([PngJob(fig, png)])
     write_text_atomic(html, page)
+    print(f"{png}, {html}: {len(frame)} op rows, backends {', '.join(legends) or 'none'}")
 
 
 def main(argv: list[str] | None = None) -> int:
