@@ -46,7 +46,7 @@ NSYS_ARG = f"--nsys {shlex.quote(NSYS)}" if NSYS else ""
 # do not, as every input file costs each DAG pass a stat (dry-run speed).
 CODE = {
     "measured": ["benchmark", "src/dynemb"],
-    "breakdown": ["workflow/scripts/breakdown.py", "src/embprof/trace"],
+    "breakdown": ["workflow/scripts/breakdown.py", "src/embprof/trace", "config/kernel_categories.yaml"],
     "sunburst": ["workflow/scripts/sunburst.py", "src/embprof/plots"],
     "aggregate": ["workflow/scripts/aggregate.py"],
     "latency_plot": ["workflow/scripts/latency_plot.py", "src/embprof/plots"],
