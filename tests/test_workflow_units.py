@@ -260,3 +260,15 @@ def test_status_refuses_records_of_another_config(tmp_path: Path) -> None:
                        "--out", str(tmp_path / "s.json"))
     assert done.returncode == 1 and "records of other configs" in done.stderr
     assert not (tmp_path / "s.json").exists()
+
+
+def test_export_fails_in_one_line_without_a_report_or_an_nsys(tmp_path: Path) -> None:
+    missing = _run_script("export", str(tmp_path / "x.nsys-rep"), "--out", str(tmp_path / "x.sqlite"))
+    assert missing.returncode == 1
+    assert missing.stderr.strip() == f"export: error: {tmp_path / 'x.nsys-rep'} is missing or empty"
+    report = tmp_path / "r.nsys-rep"
+    report.write_bytes(b"\0" * 16)
+    no_nsys = _run_script("export", str(report), "--nsys", str(tmp_path / "no-nsys"),
+                          "--out", str(tmp_path / "x.sqlite"))
+    assert no_nsys.returncode == 1 and "export: error: cannot run" in no_nsys.stderr
+    assert not list(tmp_path.glob("*.sqlite"))
