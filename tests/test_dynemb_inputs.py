@@ -97,3 +97,12 @@ def test_stage_and_op_ranges_reach_the_torch_profiler() -> None:
         "op:gather_embedding", "op:reduce_grads", "op:optimizer_update_fused",
     }
     assert expected <= names, expected - names
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_plain_cuda_device_accepts_tensors_on_its_index() -> None:
+    # torch.device("cuda") != torch.device("cuda:0"): the tables pin the index.
+    tables = two_tables(device="cuda")
+    out = tables(torch.tensor([1, 2, 3], device="cuda:0"), torch.tensor([0, 1, 2, 2, 3], device="cuda:0"))
+    assert out.device == torch.device("cuda", 0)

@@ -48,7 +48,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         dims = {options.dim for options in table_options}
         if pooling_mode is PoolingMode.NONE and len(dims) > 1:
             raise ValueError(f"pooling NONE needs one dim for all tables, got {sorted(dims)}")
-        self.device = torch.device(device) if device is not None else torch.device("cpu")
+        self.device = _concrete_device(device)
         self.pooling_mode = pooling_mode
         self.optimizer = optimizer
         self.params = OptimizerParams(learning_rate, eps, beta1, beta2, weight_decay, initial_accumulator_value)
@@ -159,3 +159,11 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         if not 0 <= table < self.num_tables:
             raise ValueError(f"table {table} out of range: {self.num_tables} tables")
         return self.tables[table]
+
+
+def _concrete_device(device: torch.device | str | None) -> torch.device:
+    """``cuda`` pinned to its index (``cuda:0``), so it compares equal to the device of the tensors fed in."""
+    resolved = torch.device(device) if device is not None else torch.device("cpu")
+    if resolved.type == "cuda" and resolved.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return resolved
