@@ -63,6 +63,27 @@ class ExpandUnique(torch.autograd.Function):
             return reduce_grads(grad.contiguous(), ctx.unique), None
 
 
+class PermuteRows(torch.autograd.Function):
+    """``rows[index]`` for a permutation ``index``; backward gathers by the inverse permutation.
+
+    Autograd's own ``index_select`` backward zero-fills and scatter-adds, which a
+    permutation never needs.
+    """
+
+    @staticmethod
+    def forward(
+        ctx, rows: torch.Tensor, index: torch.Tensor, inverse: torch.Tensor
+    ) -> torch.Tensor:
+        ctx.inverse = inverse
+        with op_range("gather_embedding"):
+            return rows.index_select(0, index)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        with emit_range("ShardedDynamicEmbeddingCollection.backward"), op_range("permute_grads"):
+            return grad.index_select(0, ctx.inverse), None, None
+
+
 def pinned_bounds(args: DynamicEmbInitializerArgs, max_capacity: int) -> DynamicEmbInitializerArgs:
     """Initializer args with the default bounds made explicit for a table of ``max_capacity`` rows."""
     resolved = Initializer(args, seed=0, max_capacity=max_capacity)
@@ -174,16 +195,18 @@ class ShardedDynamicEmbeddingCollection(nn.Module):
                 num_received = sum(recv_splits)
                 self.ids_sent += sum(send_splits)
                 self.ids_looked_up += num_received
-                to_table_major = regroup_index(recv_counts, num_received)
-                to_source_major = regroup_index(recv_counts.t(), num_received)
+                regroup = self.num_tables > 1  # with one table, source-major is table-major
+                if regroup:
+                    to_table_major = regroup_index(recv_counts, num_received)
+                    to_source_major = regroup_index(recv_counts.t(), num_received)
+                    received = received[to_table_major]
                 local_offsets = torch.zeros(
                     self.num_tables * self.world_size + 1, dtype=torch.int64, device=self.device
                 )
                 local_offsets[1:] = torch.cumsum(recv_counts.t().reshape(-1), 0)
-            rows = self.local(received[to_table_major], local_offsets)
-            with op_range("gather_embedding"):
-                rows = rows.index_select(0, to_source_major)
+            rows = self.local(received, local_offsets)
+            if regroup:
+                rows = PermuteRows.apply(rows, to_source_major, to_table_major)
             rows = RowsAllToAll.apply(rows, recv_splits, send_splits, self.group)
-            with op_range("gather_embedding"):
-                rows = rows.index_select(0, inverse_permutation(order))
+            rows = PermuteRows.apply(rows, inverse_permutation(order), order)
             return rows if unique is None else ExpandUnique.apply(rows, unique)
