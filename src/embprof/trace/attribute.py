@@ -70,20 +70,29 @@ def classify(names: list[str], layout: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _group_ids(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Dense group id per row over several key columns, and the first row of each group.
+    """Dense group id per row over several non-negative integer key columns, and each group's first row.
 
-    Pairs of codes are folded one column at a time and re-densified by hashing,
-    so the combined key never overflows and no sort is needed.
+    The columns are folded into one mixed-radix int64 key (re-densified by
+    hashing only if the radix product would overflow), then hashed once.
+    ``pd.factorize`` numbers groups in order of first appearance, so the first
+    row of group k is where the running maximum of the ids first reaches k.
     """
-    group = np.zeros(len(columns[0]), dtype=np.int64)
-    n_groups = 1
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    bound = 1
     for col in columns:
-        codes, uniq = pd.factorize(col)
-        group, kept = pd.factorize(group * len(uniq) + codes)
-        n_groups = len(kept)
-    first = np.full(n_groups, len(group), dtype=np.int64)
-    np.minimum.at(first, group, np.arange(len(group)))
-    return group, first
+        radix = int(col.max()) + 1 if len(col) else 1
+        if bound * radix >= (1 << 62):
+            key, uniq = pd.factorize(key)
+            key, bound = key.astype(np.int64), len(uniq)
+        key *= radix
+        key += col
+        bound *= radix
+    group, _ = pd.factorize(key)
+    del key
+    running = np.maximum.accumulate(group)
+    new = np.ones(len(group), dtype=bool)
+    new[1:] = group[1:] > running[:-1]
+    return group, np.flatnonzero(new)
 
 
 def _union_ns(start: np.ndarray, end: np.ndarray, presorted: bool = False) -> int:
@@ -251,7 +260,7 @@ def attribute(trace: Trace, layout: str = "default", context: RangeContext | Non
 
     every = bool(counted.all())
     keys = (label_code, backend, phase, stage, op_code, op_is_range, wk.kind, wk.name)
-    group, first = _group_ids([k if every else k[counted] for k in keys])
+    group, first = _group_ids([k if every else k[counted] for k in keys])  # all >= 0 where counted
     dur = wk.end - wk.start if every else (wk.end - wk.start)[counted]
     sel = first if every else np.flatnonzero(counted)[first]
     groups = pd.DataFrame({
