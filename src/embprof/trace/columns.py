@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import urllib.parse
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ try:
 except ImportError:  # pragma: no cover - exercised by forcing the fallback in a test
     _adbc = None
 
+BATCH_ROWS = 1 << 16
 DatabaseErrors: tuple[type[BaseException], ...] = (sqlite3.Error,) + ((_adbc.Error,) if _adbc else ())
 
 
@@ -45,20 +47,26 @@ class BulkReader:
         self._adbc = _adbc.connect(self.uri) if (use_adbc and _adbc is not None) else None
         self._sqlite = None if self._adbc else sqlite3.connect(self.uri, uri=True)
 
-    def table(self, sql: str) -> pa.Table:
+    def batches(self, sql: str) -> Iterator[pa.RecordBatch]:
+        """The result in record batches of up to 64K rows, so no full Arrow copy is ever held."""
         if self._adbc is not None:
             with self._adbc.cursor() as cur:
+                cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
                 cur.execute(sql)
-                return cur.fetch_arrow_table()
+                yield from cur.fetch_record_batch()
+            return
         cur = self._sqlite.execute(sql)
         names = [d[0] for d in cur.description]
-        rows = cur.fetchall()
-        cols = list(zip(*rows, strict=True)) if rows else [() for _ in names]
-        return pa.table({n: pa.array(c) for n, c in zip(names, cols, strict=True)})
+        while rows := cur.fetchmany(BATCH_ROWS):
+            yield pa.record_batch([pa.array(c) for c in zip(*rows, strict=True)], names=names)
 
-    def ints(self, sql: str) -> list[np.ndarray]:
-        """One int64 array per selected column."""
-        return [int_column(c) for c in self.table(sql).columns]
+    def table(self, sql: str) -> pa.Table:
+        batches = list(self.batches(sql))
+        return pa.Table.from_batches(batches) if batches else pa.table({})
+
+    def ints(self, sql: str, ncols: int) -> list[np.ndarray]:
+        """One int64 array per selected column (all integers, never NULL)."""
+        return stack_batches((b.columns for b in self.batches(sql)), ncols)
 
     def close(self) -> None:
         for conn in (self._adbc, self._sqlite):
@@ -66,17 +74,21 @@ class BulkReader:
                 conn.close()
 
 
-def int_column(col: pa.ChunkedArray) -> np.ndarray:
-    """int64 numpy copy of a non-null integer column.
+def stack_batches(batches: Iterable[list[pa.Array]], ncols: int) -> list[np.ndarray]:
+    """Join the integer columns of successive batches into int64 numpy arrays.
 
-    Chunks are viewed zero-copy and joined by numpy, so the result lives in
-    numpy's memory (given back to the OS when freed), not in Arrow's pool.
+    Each batch is viewed zero-copy and joined by numpy one column at a time,
+    so the result lives in numpy memory (returned to the OS when freed).
     """
-    if len(col) == 0:
-        return np.empty(0, dtype=np.int64)
-    if col.num_chunks == 1:
-        return np.array(col.chunk(0).to_numpy(), dtype=np.int64)
-    return np.concatenate([np.asarray(c.to_numpy(), dtype=np.int64) for c in col.chunks if len(c)])
+    parts: list[list[np.ndarray]] = [[] for _ in range(ncols)]
+    for cols in batches:
+        for i in range(ncols):
+            parts[i].append(np.asarray(cols[i].to_numpy(zero_copy_only=False), dtype=np.int64))
+    out = []
+    for i in range(ncols):
+        out.append(np.concatenate(parts[i]) if parts[i] else np.empty(0, np.int64))
+        parts[i] = []
+    return out
 
 
 def read_strings_by_id(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:

@@ -28,9 +28,9 @@ from .columns import (
     BulkReader,
     DatabaseErrors,
     column_names,
-    int_column,
     read_only_uri,
     read_strings_by_id,
+    stack_batches,
     table_names,
 )
 from .errors import TraceError
@@ -57,7 +57,7 @@ def _require_columns(conn: sqlite3.Connection, path: Path, table: str, needed: t
 def _read_work_table(conn, bulk: BulkReader, path, table, name_col: str | None) -> list[np.ndarray]:
     cols = ("start", "end", "correlationId", "globalPid") + ((name_col,) if name_col else ())
     _require_columns(conn, path, table, cols)
-    return bulk.ints("SELECT " + ", ".join(f'coalesce("{c}", -1)' for c in cols) + f" FROM {table}")
+    return bulk.ints("SELECT " + ", ".join(f'coalesce("{c}", -1)' for c in cols) + f" FROM {table}", len(cols))
 
 
 def _read_ranges(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Ranges:
@@ -67,21 +67,26 @@ def _read_ranges(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Rang
         where += " AND coalesce(domainId, 0) = 0"
     id_expr = "coalesce(textId, -1)" if "textId" in have else "-1"
     text_expr = "coalesce(text, '')" if "text" in have else "''"
-    table = bulk.table(
-        f"SELECT start, coalesce(end, -1), coalesce(globalTid, 0), {id_expr}, {text_expr} FROM {NVTX} WHERE {where}"
-    )
-    start, end, tid, text_id = (int_column(c) for c in table.columns[:4])
+    # Names: inline text dictionary-encoded batch by batch into one code space.
+    index: dict[str, int] = {}
+    code_parts: list[np.ndarray] = []
+
+    def numeric(batches):
+        for batch in batches:
+            encoded = pc.dictionary_encode(batch.column(4).cast(pa.string()))
+            local = np.array([index.setdefault(v, len(index)) for v in encoded.dictionary.to_pylist()], dtype=np.int32)
+            code_parts.append(local[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+                              if len(local) else np.empty(0, np.int32))
+            yield batch.columns[:4]
+
+    sql = f"SELECT start, coalesce(end, -1), coalesce(globalTid, 0), {id_expr}, {text_expr} FROM {NVTX} WHERE {where}"
+    start, end, tid, text_id = stack_batches(numeric(bulk.batches(sql)), 4)
+    codes = np.concatenate(code_parts) if code_parts else np.empty(0, np.int32)
+    code_parts.clear()
+    names = list(index)
     unclosed = int(np.count_nonzero(end < 0))
     if unclosed:
         raise TraceError(path, f"{unclosed} NVTX range(s) never closed (no end time); the capture was cut inside them")
-    # Names: registered strings by textId, inline ones by their text; one code space for both.
-    encoded = pc.dictionary_encode(table.column(4).cast(pa.string()))  # one dictionary for all chunks
-    del table
-    chunks = [c for c in encoded.chunks if len(c)]
-    names = chunks[0].dictionary.to_pylist() if chunks else []
-    codes = (np.concatenate([np.asarray(c.indices.to_numpy(), dtype=np.int32) for c in chunks])
-             if chunks else np.empty(0, np.int32))
-    del encoded, chunks
     by_id = text_id >= 0
     if by_id.any():
         uniq, inverse = np.unique(text_id[by_id], return_inverse=True)
@@ -169,7 +174,7 @@ def _read_work(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> tuple[
 
     _require_columns(conn, path, RUNTIME, ("start", "globalTid", "correlationId"))
     r_corr, r_tid, r_start = bulk.ints(
-        f"SELECT correlationId, coalesce(globalTid, 0), start FROM {RUNTIME} WHERE correlationId IS NOT NULL"
+        f"SELECT correlationId, coalesce(globalTid, 0), start FROM {RUNTIME} WHERE correlationId IS NOT NULL", 3
     )
     launch_idx = join_launches(pid, corr, r_tid & PID_MASK, r_corr)
     del pid, corr, r_corr
