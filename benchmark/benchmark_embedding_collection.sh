@@ -6,6 +6,9 @@
 # One process per visible GPU (NCCL); without a GPU, 2 processes on the CPU (gloo).
 # NPROC overrides the process count. The record is appended to --results-file
 # (default results/embedding_collection_results.json).
+# RANK_WRAPPER: a command each rank runs under, e.g. one nsys per rank with --profile nsys:
+#   RANK_WRAPPER='nsys profile --trace=cuda,nvtx --capture-range=cudaProfilerApi
+#     --capture-range-end=stop -o traces/LABEL.rank%q{RANK}' benchmark/benchmark_embedding_collection.sh ... --profile nsys
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +40,12 @@ fi
 PYTHON="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}"
 
 echo "use_index_dedup=$USE_INDEX_DEDUP use_dynamic_embedding=$USE_DYNAMIC_EMBEDDING batch_size=$BATCH_SIZE processes=$NPROC" >&2
-exec "$PYTHON" -m torch.distributed.run --standalone --nnodes 1 --nproc_per_node "$NPROC" \
-  -m benchmark.embedding_collection \
-  --use-index-dedup "$USE_INDEX_DEDUP" --use-dynamic-embedding "$USE_DYNAMIC_EMBEDDING" \
-  --batch-size "$BATCH_SIZE" "$@"
+ENTRY=(-m benchmark.embedding_collection
+  --use-index-dedup "$USE_INDEX_DEDUP" --use-dynamic-embedding "$USE_DYNAMIC_EMBEDDING"
+  --batch-size "$BATCH_SIZE" "$@")
+RUN=("$PYTHON" -m torch.distributed.run --standalone --nnodes 1 --nproc_per_node "$NPROC")
+if [ -n "${RANK_WRAPPER:-}" ]; then
+  read -r -a WRAPPER <<<"$RANK_WRAPPER"
+  exec "${RUN[@]}" --no-python "${WRAPPER[@]}" "$PYTHON" "${ENTRY[@]}"
+fi
+exec "${RUN[@]}" "${ENTRY[@]}"

@@ -31,8 +31,14 @@ TINY = [
 ]  # fmt: skip
 
 
-def launch(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_VISIBLE_DEVICES", "NPROC")}
+def launch(*args: str, wrapper: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("CUDA_VISIBLE_DEVICES", "NPROC", "RANK_WRAPPER")
+    }
+    if wrapper is not None:
+        env["RANK_WRAPPER"] = wrapper
     env["CUDA_VISIBLE_DEVICES"] = ""  # the CPU path, even on a machine with a GPU
     return subprocess.run(
         [str(LAUNCHER), *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
@@ -74,8 +80,17 @@ def test_launcher_writes_records_for_dedup_on_and_off(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_launcher_runs_torchrec_baseline_and_profiles_each_rank(tmp_path: Path) -> None:
     results = tmp_path / "ec.json"
+    # each rank under a wrapper command, as one nsys per rank would run (env -u: a real command)
     done = launch(
-        "False", "False", "16", *TINY, "--optimizer", "exact_sgd", "--results-file", str(results)
+        "False",
+        "False",
+        "16",
+        *TINY,
+        "--optimizer",
+        "exact_sgd",
+        "--results-file",
+        str(results),
+        wrapper="env -u NO_SUCH_VARIABLE",
     )
     assert done.returncode == 0, done.stderr[-3000:]
     (trc,) = records(results)
