@@ -35,6 +35,9 @@ def test_train_bars_stack_forward_and_backward_beside_eval_per_backend(fig):
     fwd, bwd = by_name["dyn forward"], by_name["dyn backward"]
     assert fwd.offsetgroup == bwd.offsetgroup != by_name["dyn eval"].offsetgroup
     assert bwd.base == fwd.y
+    eval_bar = by_name["dyn eval"]
+    assert eval_bar.marker.pattern.shape == "/" and eval_bar.marker.pattern.fillmode == "overlay"
+    assert eval_bar.marker.color == "#3D85C6"
     assert by_name["trc forward"].offsetgroup != fwd.offsetgroup
     assert fig.layout.barmode == "group"
 

@@ -6,6 +6,7 @@ import re
 from functools import cache
 
 import plotly.graph_objects as go
+import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
 BACKENDS = ("dyn", "trc")
@@ -70,14 +71,22 @@ def base_layout(*, title: str, width: int, height: int) -> dict[str, object]:
 
 
 def figure_div(fig: go.Figure, div_id: str) -> str:
-    """The figure as an HTML fragment that relies on plotly.js being on the page already."""
-    return fig.to_html(
+    """The figure as an HTML fragment that relies on plotly.js being on the page already.
+
+    On a page the figure takes its container's width (the layout's fixed width
+    is for static images), so a wide grid never hides its legend off-screen.
+    """
+    spec = fig.to_plotly_json()
+    spec["layout"] = {k: v for k, v in spec["layout"].items() if k != "width"}
+    return pio.to_html(
+        spec,
         full_html=False,
         include_plotlyjs=False,
         div_id=div_id,
         config=PLOTLY_CONFIG,
         default_width="100%",
         default_height=f"{fig.layout.height or 500}px",
+        validate=False,
     )
 
 

@@ -113,7 +113,13 @@ def _bar(
         offsetgroup=f"{backend}-{group}",
         marker=dict(
             color=SERIES_COLORS[(backend, part)],
-            pattern=dict(shape="/" if part == "eval" else "", fgcolor="white", solidity=0.25),
+            # overlay: white hatching on the bar's colour (plotly's default replaces the colour)
+            pattern=dict(
+                shape="/" if part == "eval" else "",
+                fgcolor="white",
+                solidity=0.25,
+                fillmode="overlay",
+            ),
         ),
         customdata=[[t.label, tr] for t, tr in zip(timed, train, strict=True)],
         hovertemplate=(
