@@ -185,6 +185,17 @@ def write_torch_trace(
     return target
 
 
+def write_skip_note(trace_dir: Path, label: str, reason: str) -> Path:
+    """In place of traces: ``<label>.skipped.txt`` holding why the run could not be profiled."""
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    target = trace_dir / f"{sanitize_label(label)}.skipped.txt"
+    fd, tmp = tempfile.mkstemp(prefix=".skip.", dir=trace_dir)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(reason + "\n")
+    os.replace(tmp, target)
+    return target
+
+
 def gather(values: list[float], device: torch.device, world_size: int) -> list[list[float]]:
     """Every rank's ``values``, indexed by rank."""
     mine = torch.tensor(values, dtype=torch.float64, device=device)
@@ -233,12 +244,17 @@ def base_record(cfg: ECConfig, where: Rank) -> dict[str, Any]:
 
 
 def run(cfg: ECConfig, where: Rank) -> dict[str, Any] | None:
-    """The run on this rank; the record (on every rank), or None after a profile."""
+    """The run on this rank; the record (on every rank), or None after a profile (or its skip note)."""
     record = base_record(cfg, where)
     label = record["label"]
     if not cfg.use_dynamic_embedding:
         reason = torchrec_skip_reason(cfg, where.device)
         if reason is not None:
+            if cfg.profile == "torch":
+                if where.rank == 0:
+                    note = write_skip_note(cfg.trace_dir, label, reason)
+                    print(f"rank 0: baseline skipped, wrote {note}", flush=True)
+                return None
             record.update(status="skipped", skip_reason=reason)
             return record
     if cfg.use_dynamic_embedding:
