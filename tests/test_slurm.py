@@ -145,6 +145,18 @@ def slurm_queue() -> dict[str, QueuedJob]:
     return jobs
 
 
+def scontrol_job(job_id: str) -> dict[str, str]:
+    """The job's record in slurmctld, as KEY=VALUE fields."""
+    out = subprocess.run(["scontrol", "--oneliner", "show", "job", job_id],
+                         capture_output=True, text=True, check=True).stdout
+    return dict(re.findall(r"(\S+?)=(\S*)", out))
+
+
+def memory_mb(value: str) -> float:
+    """SLURM's memory notation (4000M, 62.50G) in MB."""
+    return float(value[:-1]) * {"M": 1, "G": 1024, "T": 1024**2}[value[-1]]
+
+
 def _run_script(name: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(CLUSTER_SCRIPTS / name), *args], capture_output=True, text=True,
                           timeout=300)
@@ -331,6 +343,27 @@ def test_gpu_requests_in_the_profile_reach_sbatch(cluster_runs):
             assert call.options.get(option) == value, (call.rule, option, call.options)
         if call.rule not in GPU_RULES:
             assert "--gpus" not in call.options and "--gres" not in call.options, call.options
+
+
+def test_slurm_holds_the_jobs_to_the_profiles_requests(cluster_runs):
+    """What slurmctld recorded for each job (scontrol): partition, time limit,
+    memory, and for GPU jobs the GPU and the CPUs per GPU."""
+    queue = slurm_queue()
+    for job_id in cluster_runs.first.slurm_job_ids:
+        rule = SbatchCall({"--comment": queue[job_id].comment}).rule
+        res = resources_of(rule)
+        job = scontrol_job(job_id)
+        assert job["Partition"] == res["slurm_partition"], (rule, job)
+        assert job["TimeLimit"] == f"{res['runtime'] // 60:02d}:{res['runtime'] % 60:02d}:00"
+        assert memory_mb(job["MinMemoryNode"]) == res["mem_mb"], (rule, job)
+        if "gpu" in res:
+            assert job["TresPerJob"] == f"gres:gpu:{res['gpu']}", (rule, job)
+        if "gres" in res:
+            assert job["TresPerNode"] == f"gres:{res['gres']}", (rule, job)
+        if "cpus_per_gpu" in res:
+            assert job["CpusPerTres"] == f"gres:gpu:{res['cpus_per_gpu']}", (rule, job)
+        if rule not in GPU_RULES:
+            assert "TresPerJob" not in job and "TresPerNode" not in job, (rule, job)
 
 
 def test_a_failed_slurm_job_is_reported_by_snakemake(cluster_runs):
