@@ -3,101 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import base64
-import json
 import shutil
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from report_inputs import LABELS, write_results
+from browser_check import open_page
+from report_inputs import LABELS, opcalls_frame, record, write_results
 
 from embprof.plots.export import find_browser
+from embprof.plots.figures import figure_div
+from embprof.plots.latency import latency_figure
+from embprof.plots.sunburst import assign_letter_codes, sunburst_figure
 from embprof.report.build import ReportInputs, build_report
+from embprof.report.html import figure_page, legend_items
+from embprof.report.tables import config_legends
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-FIGURE_COUNTS = """JSON.stringify(Array.from(document.querySelectorAll('[data-figure]')).map(
-  e => [e.dataset.figure, e.querySelectorAll('.main-svg').length,
-        e.querySelectorAll('.js-plotly-plot').length]))"""
-PAGE_HEIGHT = "Math.ceil(document.documentElement.scrollHeight)"
-WIDTH = 1400
-
-
-@dataclass
-class PageCheck:
-    errors: list[str] = field(default_factory=list)
-    requests: list[str] = field(default_factory=list)
-    figures: list[tuple[str, int, int]] = field(default_factory=list)
-
-
-async def _evaluate(tab, expression: str):
-    reply = await tab.send_command(
-        "Runtime.evaluate", params={"expression": expression, "returnByValue": True}
-    )
-    return reply["result"]["result"]["value"]
-
-
-async def open_page(page: Path, screenshot: Path, settle_s: float = 20.0) -> PageCheck:
-    """Load ``page`` with the network off, wait until plotly drew every figure, screenshot it."""
-    import choreographer
-
-    check = PageCheck()
-
-    async def on_console(event):
-        params = event["params"]
-        if params["type"] in ("error", "assert"):
-            check.errors.append(" ".join(str(a.get("value", a.get("description"))) for a in params["args"]))
-
-    async def on_exception(event):
-        details = event["params"]["exceptionDetails"]
-        check.errors.append(details.get("exception", {}).get("description", details["text"]))
-
-    async def on_log(event):
-        entry = event["params"]["entry"]
-        if entry["level"] == "error":
-            check.errors.append(f"{entry['source']}: {entry['text']}")
-
-    async def on_request(event):
-        check.requests.append(event["params"]["request"]["url"])
-
-    async with choreographer.Browser(path=find_browser(), headless=True) as browser:
-        tab = browser.get_tab()
-        await tab.send_command(
-            "Emulation.setDeviceMetricsOverride",
-            params={"width": WIDTH, "height": 900, "deviceScaleFactor": 1, "mobile": False},
-        )
-        tab.subscribe("Runtime.consoleAPICalled", on_console)
-        tab.subscribe("Runtime.exceptionThrown", on_exception)
-        tab.subscribe("Log.entryAdded", on_log)
-        tab.subscribe("Network.requestWillBeSent", on_request)
-        for domain in ("Runtime", "Log", "Page", "Network"):
-            await tab.send_command(f"{domain}.enable")
-        await tab.send_command(
-            "Network.emulateNetworkConditions",
-            params={"offline": True, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1},
-        )
-        loaded = tab.subscribe_once("Page.loadEventFired")
-        await tab.send_command("Page.navigate", params={"url": page.as_uri()})
-        await asyncio.wait_for(loaded, settle_s)
-        deadline = asyncio.get_running_loop().time() + settle_s
-        while True:
-            check.figures = [tuple(f) for f in json.loads(await _evaluate(tab, FIGURE_COUNTS))]
-            drawn = all(svgs > 0 for _, svgs, _ in check.figures)
-            if drawn or asyncio.get_running_loop().time() > deadline:
-                break
-            await asyncio.sleep(0.2)
-        height = await _evaluate(tab, PAGE_HEIGHT)
-        shot = await tab.send_command(
-            "Page.captureScreenshot",
-            params={
-                "format": "png",
-                "captureBeyondViewport": True,
-                "clip": {"x": 0, "y": 0, "width": WIDTH, "height": height, "scale": 1},
-            },
-        )
-        screenshot.write_bytes(base64.b64decode(shot["result"]["data"]))
-    return check
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +49,9 @@ def test_report_draws_every_figure_offline_without_console_errors(report, tmp_pa
     check = asyncio.run(open_page(report, screenshot))
 
     assert check.errors == []
-    assert [url for url in check.requests if url.startswith(("http:", "https:", "ws:", "wss:"))] == []
+    assert [
+        url for url in check.requests if url.startswith(("http:", "https:", "ws:", "wss:"))
+    ] == []
     names = [name for name, _, _ in check.figures]
     # the latency plot and a sunburst per backend of each config with a breakdown: dyn and trc,
     # dyn alone where TBE cannot run (adam), none for the failed config
@@ -136,3 +59,31 @@ def test_report_draws_every_figure_offline_without_console_errors(report, tmp_pa
     assert all(svgs >= 1 and plots == 1 for _, svgs, plots in check.figures), check.figures
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert screenshot.stat().st_size > 50_000
+
+
+def test_standalone_sunburst_and_latency_pages_draw(tmp_path):
+    """The pages the sunburst and latency steps write beside their PNGs, built the same way."""
+    find_browser()
+    frame = opcalls_frame()
+    legends = config_legends(frame)
+    sunburst = sunburst_figure(frame, assign_letter_codes(frame), "one config")
+    pages = {
+        "sunburst.html": figure_page(
+            "one config",
+            "sunburst-x",
+            figure_div(sunburst, "sunburst-x"),
+            legend_items(legends, {}, {}),
+        ),
+        "latency.html": figure_page(
+            "latency",
+            "latency-plot",
+            figure_div(latency_figure([record(lab) for lab in LABELS]), "latency-plot"),
+            [],
+        ),
+    }
+    for name, html in pages.items():
+        (tmp_path / name).write_text(html)
+        check = asyncio.run(open_page(tmp_path / name, tmp_path / f"{name}.png"))
+        assert check.errors == [], name
+        (figure,) = check.figures
+        assert figure[1] >= 1 and figure[2] == 1, (name, figure)
