@@ -200,6 +200,18 @@ def assert_jobs_ran_in_slurm(run: SnakemakeRun, cancelled: tuple[str, ...] = ())
         assert queue[job_id].state == expected, (job_id, queue[job_id])
 
 
+def test_starting_a_running_cluster_changes_nothing(slurm_cluster):
+    """start.sh is idempotent: the daemons it started keep running, the node stays up."""
+    state = Path(os.environ.get("EMBPROF_SLURM_DIR", "/tmp/embprof-slurm"))
+    pids = {name: (state / f"{name}.pid").read_text() for name in ("slurmctld", "slurmd")}
+    again = _run_script("start.sh")
+    assert again.returncode == 0, again.stderr
+    assert {name: (state / f"{name}.pid").read_text() for name in pids} == pids
+    nodes = subprocess.run(["sinfo", "--noheader", "--format=%P %t"], capture_output=True,
+                           text=True, check=True).stdout.split("\n")
+    assert sorted(filter(None, nodes)) == ["cpu* idle", "gpu idle"]
+
+
 # --- The real workflow on the tiny config ------------------------------------
 
 TINY_CONFIG = ".test/config_tiny/config.yaml"
