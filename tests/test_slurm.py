@@ -128,8 +128,9 @@ def run_through_slurm(workdir: Path, *args: str) -> SnakemakeRun:
 
 def workflow_env(workdir: Path) -> dict[str, str]:
     """This environment with `workdir`'s src/ first on PYTHONPATH: a copied workflow
-    imports its own packages, not the editable install's (jobs inherit it: sbatch --export=ALL)."""
-    env = dict(os.environ)
+    imports its own packages, not the editable install's (jobs inherit it: sbatch --export=ALL).
+    A profiler pinned by an outer Snakemake run (EMBPROF_PROFILER) is dropped."""
+    env = {k: v for k, v in os.environ.items() if k != "EMBPROF_PROFILER"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(workdir / "src"), env.get("PYTHONPATH")]))
     return env
 
