@@ -266,7 +266,11 @@ def cancel_when_queued(comment: str) -> Iterator[list[str]]:
 
     def watch() -> None:
         while not stop.is_set():
-            for job_id, job in slurm_queue().items():
+            try:
+                queue = slurm_queue()
+            except subprocess.CalledProcessError:  # slurmctld busy: ask again
+                queue = {}
+            for job_id, job in queue.items():
                 if job_id not in known and job.comment == comment:
                     subprocess.run(["scancel", job_id], check=True)
                     cancelled.append(job_id)
