@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.embedding_collection.backends import torchrec_skip_reason
+from benchmark.embedding_collection.compare import main as compare_main
 from benchmark.embedding_collection.config import ConfigError, check_world, parse_config
 from benchmark.embedding_collection.records import EC_RESULT_FIELDS
 from benchmark.embedding_collection.run import main
@@ -50,7 +51,9 @@ def records(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_launcher_writes_records_for_dedup_on_and_off(tmp_path: Path) -> None:
+def test_launcher_writes_records_for_dedup_on_and_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     results = tmp_path / "ec.json"
     for dedup in ("True", "False"):
         done = launch(dedup, "True", "16", *TINY, "--results-file", str(results))
@@ -75,6 +78,17 @@ def test_launcher_writes_records_for_dedup_on_and_off(tmp_path: Path) -> None:
     )
     assert sum(on["ids_sent_per_rank_per_iter"]) < sum(off["ids_sent_per_rank_per_iter"])
     assert on["label"].startswith("T3_totalB48_D8_adam_ec_dyn_dedup=on")
+
+    assert compare_main([str(results)]) == 0
+    rows = [
+        line
+        for line in capsys.readouterr().out.splitlines()
+        if line.startswith(("| on ", "| off "))
+    ]
+    assert [r.split(" | ")[6:8] for r in rows] == [
+        ["not run", f"{on['total_ms']:.2f}"],
+        ["not run", f"{off['total_ms']:.2f}"],
+    ]
 
 
 @pytest.mark.slow
