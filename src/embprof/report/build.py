@@ -246,6 +246,9 @@ def _section(
         )
         return _Section(label, test_id, anchor, "", [], reason)
     legends = config_legends(frame)
+    if not legends:
+        message = "The breakdown attributed no time to this config (its per-op CSV has no rows)."
+        return _Section(label, test_id, anchor, "", [], message)
     codes = assign_letter_codes(frame)
     figures = {}
     for backend in legends:

@@ -48,6 +48,8 @@ def headline(
     rows = []
     for label in labels:
         record = records.get(label, {})
+        if record.get("status", "ok") != "ok":
+            record = {"status": record["status"]}  # a failed run's numbers are not latencies
         ms = {
             k: _number(record.get(k))
             for k in ("dyn_train_ms", "trc_train_ms", "dyn_eval_ms", "trc_eval_ms")
