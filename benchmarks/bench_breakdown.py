@@ -232,18 +232,29 @@ def _report(elapsed: float, cpu: float, what: str) -> None:
 CHILDREN = {"ours": child_ours, "bare": child_bare, "nsys_ai": child_nsys_ai}
 
 
-def measure(python: str, which: str, path: Path, repeat: int) -> dict:
-    """Best of ``repeat`` fresh processes (wall and CPU minimized separately, peak RSS the max)."""
+def run_child(python: str, which: str, path: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
-    runs = []
+    proc = subprocess.run([python, __file__, "--child", which, str(path)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise SystemExit(f"{which} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure(programs: dict[str, tuple[str, str, Path]], repeat: int) -> dict[str, dict]:
+    """Each program in a fresh process, ``repeat`` rounds interleaved so all see the same load.
+
+    The best wall and CPU time of each count (separately); peak RSS is the largest seen.
+    """
+    runs: dict[str, list[dict]] = {name: [] for name in programs}
     for _ in range(repeat):
-        proc = subprocess.run([python, __file__, "--child", which, str(path)], capture_output=True, text=True, env=env)
-        if proc.returncode != 0:
-            raise SystemExit(f"{which} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
-        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+        for name, (python, which, path) in programs.items():
+            runs[name].append(run_child(python, which, path))
     return {
-        "seconds": min(r["seconds"] for r in runs), "cpu_seconds": min(r["cpu_seconds"] for r in runs),
-        "rss_mb": max(r["rss_mb"] for r in runs), "what": runs[0]["what"],
+        name: {
+            "seconds": min(r["seconds"] for r in rs), "cpu_seconds": min(r["cpu_seconds"] for r in rs),
+            "rss_mb": max(r["rss_mb"] for r in rs), "what": rs[0]["what"],
+        }
+        for name, rs in runs.items()
     }
 
 
@@ -271,11 +282,15 @@ def main() -> None:
         files[iters] = path
 
     big, small = files[args.iters], files[args.small_iters]
-    ours = measure(sys.executable, "ours", big, args.repeat)
-    ours_small = measure(sys.executable, "ours", small, args.repeat)
-    bare = measure(sys.executable, "bare", big, args.repeat)
-    have_nsys_ai = Path(args.nsys_ai_python).exists()
-    nsys_ai = measure(args.nsys_ai_python, "nsys_ai", big, args.repeat) if have_nsys_ai else None
+    programs = {
+        "ours": (sys.executable, "ours", big),
+        "bare": (sys.executable, "bare", big),
+        "ours_small": (sys.executable, "ours", small),
+    }
+    if Path(args.nsys_ai_python).exists():
+        programs["nsys_ai"] = (args.nsys_ai_python, "nsys_ai", big)
+    got = measure(programs, args.repeat)
+    ours, bare, ours_small, nsys_ai = got["ours"], got["bare"], got["ours_small"], got.get("nsys_ai")
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
     def line(name: str, m: dict) -> None:
