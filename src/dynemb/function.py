@@ -1,7 +1,8 @@
 """The autograd function: lookup in forward, fused optimizer update in backward.
 
 There are no autograd parameters: backward sums the gradients of each unique id
-and applies the optimizer to the stored rows directly, as TBE does. The function
+and applies the optimizer to the stored rows directly, as TBE does (on device-only
+rows, one fused kernel does both: ``dynemb.kernels.reduce_and_update``). The function
 takes a zero-size anchor tensor that requires grad so autograd calls backward.
 """
 
@@ -12,9 +13,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dynemb import kernels
 from dynemb.options import PoolingMode
 from dynemb.ranges import emit_range, op_range
-from dynemb.segments import UniqueIds, pool, reduce_grads, segmented_unique, unpool_grad
+from dynemb.segments import UniqueIds, segmented_unique, unpool_grad
 from dynemb.storage import UpdatePlan
 from dynemb.validation import BatchLayout
 
@@ -61,7 +63,9 @@ def lookup_batch(module: BatchedDynamicEmbeddingTables, indices: torch.Tensor, l
         lengths = bag_lengths(layout, t) if pooled else None
         with op_range("gather_embedding"):
             if pooled:
-                output[:, column : column + table.dim] = pool(emb[unique.inverse], lengths, module.pooling_mode)
+                first = t * layout.batch_size
+                window = layout.offsets[first : first + layout.batch_size + 1]
+                kernels.pool_rows(emb, unique.inverse, window, module.pooling_mode, output[:, column : column + table.dim])
             else:
                 torch.index_select(emb, 0, unique.inverse, out=output[start:stop])
         column += table.dim
@@ -92,9 +96,8 @@ class DynamicEmbeddingFunction(torch.autograd.Function):
                     else:
                         bag_grads = grad_output[:, column : column + table.dim]
                         index_grads = unpool_grad(bag_grads, batch.lengths, module.pooling_mode, batch.stop - batch.start)
-                    unique_grads = reduce_grads(index_grads, batch.unique) if batch.stop > batch.start else None
                 column += table.dim
-                if unique_grads is not None and batch.plan is not None:
-                    table.apply_gradients(batch.plan, unique_grads, module.step)
+                if batch.stop > batch.start and batch.plan is not None:
+                    table.apply_gradients(batch.plan, index_grads, batch.unique, module.step)
         ctx.saved = None
         return None, None, None, None

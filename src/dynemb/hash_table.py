@@ -6,7 +6,8 @@ owner (there is no erase), so each bucket's occupied slots are a prefix of it;
 slot ``b * bucket_capacity + p`` is also the row index of the key's values in the
 row store. An ``occupied`` flag (not a sentinel key) marks used slots, so every
 int64 is a valid key. All operations are vectorized over a batch of keys: a find
-is one gather of the candidate buckets and one compare; an insert sorts the new
+is one probe kernel on CUDA (one gather of the candidate buckets and one compare
+on the CPU, ``dynemb.kernels``); an insert sorts the new
 keys by bucket, ranks them within it, and hands each the next free or lowest-score
 slot of its bucket. No Python loop runs per key and no probe loop syncs the host.
 """
@@ -17,12 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
+from dynemb import kernels
 from dynemb.hashing import bucket_of
 
 _INT64_MIN = torch.iinfo(torch.int64).min
 _INT64_MAX = torch.iinfo(torch.int64).max
-# Keys per chunk in find: bounds the [chunk, bucket_capacity] compare matrix.
-_FIND_CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -78,21 +78,8 @@ class BucketedHashTable:
         return bucket_of(keys, self.num_buckets)
 
     def find(self, keys: torch.Tensor) -> torch.Tensor:
-        """Slot of each key, -1 where absent."""
-        if keys.numel() <= _FIND_CHUNK:
-            return self._find_chunk(keys)
-        return torch.cat([self._find_chunk(chunk) for chunk in keys.split(_FIND_CHUNK)])
-
-    def _find_chunk(self, keys: torch.Tensor) -> torch.Tensor:
-        # Buckets fill from position 0 and slots are never vacated, so the occupied
-        # slots of a bucket are a prefix: the first equal key decides, and only its
-        # slot's flag needs reading (an empty slot's stale key can only match after
-        # every occupied position).
-        buckets = self.buckets(keys)
-        position = (self.keys[buckets] == keys.unsqueeze(1)).to(torch.uint8).argmax(dim=1)
-        slots = buckets * self.bucket_capacity + position
-        found = (self._keys[slots] == keys) & self._occupied[slots]
-        return torch.where(found, slots, -1)
+        """Slot of each key, -1 where absent (one probe kernel on CUDA, chunked compares on the CPU)."""
+        return kernels.find_slots(keys, self.buckets(keys), self._keys, self._occupied, self.bucket_capacity)
 
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
         """Scores at ``slots``; 0 for slot -1."""

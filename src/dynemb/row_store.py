@@ -26,6 +26,11 @@ class RowStore:
         host_rows = total - self.device_rows
         self.host_part = torch.zeros(host_rows, width, dtype=torch.float32)
 
+    @property
+    def device_only(self) -> bool:
+        """Every row (the spare too) is in ``device_part``: fused kernels can update it in place."""
+        return self.host_part.shape[0] == 0
+
     def _spare(self, slots: torch.Tensor) -> torch.Tensor:
         return torch.where(slots >= 0, slots, self.capacity)
 

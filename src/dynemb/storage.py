@@ -14,12 +14,14 @@ from dataclasses import dataclass
 
 import torch
 
+from dynemb import kernels
 from dynemb.initializers import Initializer
 from dynemb.key_value_table import KeyValueTable
 from dynemb.optimizers import OptimizerParams, initial_state, state_width, update_rows
 from dynemb.options import DynamicEmbTableOptions, EmbOptimType, StorageMode
 from dynemb.ranges import op_range
 from dynemb.scores import ScorePolicy
+from dynemb.segments import UniqueIds, reduce_grads
 
 _FLOAT_BYTES = 4
 
@@ -102,10 +104,21 @@ class DynamicTable:
         self.misses += found.numel() - hits
 
     def _update_tier(self, tier: KeyValueTable, slots: torch.Tensor, grads: torch.Tensor, step: int) -> None:
-        """Optimizer step on the rows at ``slots`` (slot -1 rows go to the spare row and are discarded)."""
+        """Optimizer step on the rows at ``slots`` given summed ``grads`` (slot -1 rows go to the spare row and are discarded)."""
         rows = tier.rows.gather(slots)
         update_rows(self.optimizer, rows, grads, self.params, step)
         tier.rows.scatter(slots, rows)
+
+    def _reduce_and_update_tier(self, tier: KeyValueTable, slots: torch.Tensor, index_grads: torch.Tensor, unique: UniqueIds, step: int) -> None:
+        """Sum each unique id's gradient rows and step its row: one fused kernel where every row is on the device."""
+        if tier.rows.device_only:
+            with op_range("optimizer_update_fused"):
+                kernels.reduce_and_update(self.optimizer, tier.rows.device_part, slots, index_grads, unique.order, unique.counts, self.params, step)
+            return
+        with op_range("reduce_grads"):
+            grads = reduce_grads(index_grads, unique)
+        with op_range("optimizer_update_fused"):
+            self._update_tier(tier, slots, grads, step)
 
     def _check_fits(self, tier: KeyValueTable, keys: torch.Tensor) -> None:
         most = tier.index.max_keys_per_bucket(keys)
@@ -166,10 +179,10 @@ class FlatTable(DynamicTable):
     def prefetch(self, keys: torch.Tensor, counts: torch.Tensor) -> None:
         """Nothing to bring in: every row is already where lookups read it."""
 
-    def apply_gradients(self, plan: UpdatePlan, grads: torch.Tensor, step: int) -> None:
+    def apply_gradients(self, plan: UpdatePlan, index_grads: torch.Tensor, unique: UniqueIds, step: int) -> None:
+        """Optimizer step on the rows of ``unique``'s ids from the gradient of every index of the batch."""
         slots = plan.slots if plan.version == self.table.version else self.table.find(plan.keys)
-        with op_range("optimizer_update_fused"):
-            self._update_tier(self.table, slots, grads, step)
+        self._reduce_and_update_tier(self.table, slots, index_grads, unique, step)
 
     def export(self) -> tuple[torch.Tensor, torch.Tensor]:
         keys, rows, _ = self.table.items()
@@ -267,16 +280,21 @@ class CachedTable(DynamicTable):
         """Admit the next batch's ids into the cache so its forward only hits."""
         self._admit(keys, counts)
 
-    def apply_gradients(self, plan: UpdatePlan, grads: torch.Tensor, step: int) -> None:
+    def apply_gradients(self, plan: UpdatePlan, index_grads: torch.Tensor, unique: UniqueIds, step: int) -> None:
+        """Update the cached rows; ids that left the cache (or never got in) are updated in host storage."""
         stale = plan.version != self.cache.version or not plan.exact
-        slots = self.cache.find(plan.keys) if stale else plan.slots
+        if not stale:
+            self._reduce_and_update_tier(self.cache, plan.slots, index_grads, unique, step)
+            return
+        slots = self.cache.find(plan.keys)
+        with op_range("reduce_grads"):
+            grads = reduce_grads(index_grads, unique)
         with op_range("optimizer_update_fused"):
             self._update_tier(self.cache, slots, grads, step)
-            if stale:
-                outside = torch.nonzero(slots < 0).squeeze(1)
-                if outside.numel():
-                    stored_slots = self.storage.find(plan.keys[outside])
-                    self._update_tier(self.storage, stored_slots, grads[outside], step)
+            outside = torch.nonzero(slots < 0).squeeze(1)
+            if outside.numel():
+                stored_slots = self.storage.find(plan.keys[outside])
+                self._update_tier(self.storage, stored_slots, grads[outside], step)
 
     def export(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Cache rows win over host rows: the cache holds the newest copy of its ids."""

@@ -1,0 +1,64 @@
+"""Where each hot step runs: fused Triton kernels on CUDA, plain torch elsewhere.
+
+Every fused step has one dispatch point (``use_triton``) and a torch fallback with
+the same signature and the same result up to float summation order. Triton is used
+for CUDA tensors when it imports; ``DYNEMB_KERNELS=torch`` forces the torch path
+everywhere (the "before" of a speed comparison, or a way to rule the kernels out).
+The kernels themselves live in ``dynemb.kernels.triton_ops``, imported lazily so a
+CPU-only install never needs Triton.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+from dynemb.optimizers import OptimizerParams
+from dynemb.options import EmbOptimType, PoolingMode
+
+_ENV = "DYNEMB_KERNELS"
+
+
+@functools.cache
+def triton_importable() -> bool:
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def use_triton(tensor: torch.Tensor) -> bool:
+    """True when ``tensor``'s step should run the fused Triton kernel."""
+    return tensor.is_cuda and os.environ.get(_ENV, "triton") != "torch" and triton_importable()
+
+
+def _ops(tensor: torch.Tensor):  # noqa: ANN202 - one of two modules with the same functions
+    if use_triton(tensor):
+        from dynemb.kernels import triton_ops
+
+        return triton_ops
+    from dynemb.kernels import torch_ops
+
+    return torch_ops
+
+
+def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
+    """Slot of each key in its bucket, -1 where absent (see ``torch_ops.find_slots``)."""
+    return _ops(keys).find_slots(keys, buckets, table_keys, occupied, bucket_capacity)
+
+
+def reduce_and_update(
+    optimizer: EmbOptimType, rows: torch.Tensor, slots: torch.Tensor, index_grads: torch.Tensor,
+    order: torch.Tensor, counts: torch.Tensor, params: OptimizerParams, step: int,
+) -> None:
+    """Sum each unique id's gradient rows and apply the optimizer in place (see ``torch_ops.reduce_and_update``)."""
+    _ops(rows).reduce_and_update(optimizer, rows, slots, index_grads, order, counts, params, step)
+
+
+def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
+    """Pooled SUM/MEAN of bags of ``emb`` rows into ``out`` (see ``torch_ops.pool_rows``)."""
+    _ops(emb).pool_rows(emb, inverse, offsets, mode, out)

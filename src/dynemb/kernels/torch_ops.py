@@ -1,0 +1,60 @@
+"""The torch path of each fused step: the CPU implementation and the reference the kernels are tested against.
+
+Signatures match ``dynemb.kernels.triton_ops`` one for one.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from dynemb.optimizers import OptimizerParams, update_rows
+from dynemb.options import EmbOptimType, PoolingMode
+
+# Keys per chunk in find: bounds the [chunk, bucket_capacity] compare matrix.
+_FIND_CHUNK = 1 << 16
+
+
+def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
+    """Slot of each key in its bucket (``buckets``), -1 where absent; ``table_keys``/``occupied`` are flat per slot."""
+    if keys.numel() <= _FIND_CHUNK:
+        return _find_chunk(keys, buckets, table_keys, occupied, bucket_capacity)
+    return torch.cat([
+        _find_chunk(key_chunk, bucket_chunk, table_keys, occupied, bucket_capacity)
+        for key_chunk, bucket_chunk in zip(keys.split(_FIND_CHUNK), buckets.split(_FIND_CHUNK), strict=True)
+    ])
+
+
+def _find_chunk(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, cap: int) -> torch.Tensor:
+    # Buckets fill from position 0 and slots are never vacated, so the occupied
+    # slots of a bucket are a prefix: the first equal key decides, and only its
+    # slot's flag needs reading (an empty slot's stale key can only match after
+    # every occupied position).
+    per_bucket = table_keys[: (table_keys.numel() // cap) * cap].view(-1, cap)
+    position = (per_bucket[buckets] == keys.unsqueeze(1)).to(torch.uint8).argmax(dim=1)
+    slots = buckets * cap + position
+    found = (table_keys[slots] == keys) & occupied[slots]
+    return torch.where(found, slots, -1)
+
+
+def reduce_and_update(
+    optimizer: EmbOptimType, rows: torch.Tensor, slots: torch.Tensor, index_grads: torch.Tensor,
+    order: torch.Tensor, counts: torch.Tensor, params: OptimizerParams, step: int,
+) -> None:
+    """In place on ``rows`` ``[capacity + 1, dim + state]``: for unique id ``u`` at ``slots[u]`` (-1: the spare
+    last row), sum ``index_grads[order[j]]`` over its segment ``j`` (``counts[u]`` long) and apply one step."""
+    if counts.numel() == 0:
+        return
+    grads = torch.segment_reduce(index_grads[order], "sum", lengths=counts, unsafe=True)
+    target = torch.where(slots >= 0, slots, rows.shape[0] - 1)
+    updated = rows[target]
+    update_rows(optimizer, updated, grads, params, step)
+    rows[target] = updated
+
+
+def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
+    """``out[b] = sum (MEAN: mean) of emb[inverse[j]]`` for ``j`` in bag ``b`` (``offsets`` ``[bags + 1]``, from any start)."""
+    lengths = offsets[1:] - offsets[:-1]
+    pooled = torch.segment_reduce(emb[inverse], "sum", lengths=lengths, unsafe=True, initial=0.0)
+    if mode is PoolingMode.MEAN:
+        pooled = pooled / lengths.clamp(min=1).unsqueeze(1).to(pooled.dtype)
+    out.copy_(pooled)

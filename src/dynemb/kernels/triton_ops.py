@@ -1,0 +1,230 @@
+"""Fused Triton kernels for the hot steps of a training iteration.
+
+- ``find_slots``: one probe kernel per table; each key scans its bucket in chunks
+  until it matches an occupied slot or reaches the first empty one (buckets fill as
+  a prefix). No host sync, no ``[keys, bucket_capacity]`` compare matrix in memory.
+- ``reduce_and_update``: the gradient rows of each unique id (ids sorted, so its
+  rows are one segment of ``order``) are summed and the optimizer is applied in
+  place to the stored row and its state, in one kernel, without atomics. Hot ids
+  (long segments) are cut into pieces of ``_PIECE`` rows so one program never walks
+  thousands of rows alone; only ids with more than one piece write a partial sum,
+  which a second kernel adds up before their update.
+- ``pool_rows``: pooled SUM/MEAN straight from the unique rows through ``inverse``
+  into the module's output columns, without the ``[indices, dim]`` intermediate.
+
+Each launcher takes the same arguments as its torch fallback (``dynemb.kernels``
+picks one); all tensors must be on one device and contiguous in their last dim.
+With ``TRITON_INTERPRET=1`` set before this module is imported, the kernels run on
+CPU tensors through Triton's interpreter (how the tests check them without a GPU).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from dynemb.optimizers import OptimizerParams
+from dynemb.options import EmbOptimType, PoolingMode
+
+# Gradient rows per piece of a segment: one program sums at most this many.
+_PIECE = 128
+# Rows loaded per loop step in the reductions.
+_BLOCK_N = 16
+# Keys per program and bucket positions per step in the probe.
+_FIND_BLOCK = 32
+_FIND_CHUNK = 32
+
+_OPTIMIZER_CODE = {
+    EmbOptimType.EXACT_SGD: 0,
+    EmbOptimType.ADAM: 1,
+    EmbOptimType.EXACT_ADAGRAD: 2,
+    EmbOptimType.EXACT_ROWWISE_ADAGRAD: 3,
+}
+
+
+@triton.jit
+def _find_kernel(query_ptr, bucket_ptr, keys_ptr, occupied_ptr, out_ptr, n, CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    query = tl.load(query_ptr + offs, mask=valid, other=0)
+    base = tl.load(bucket_ptr + offs, mask=valid, other=0) * CAP
+    result = tl.full([BLOCK], -1, tl.int64)
+    active = valid
+    for start in range(0, CAP, CHUNK):
+        pos = start + tl.arange(0, CHUNK)
+        live = active[:, None] & (pos[None, :] < CAP)
+        slot = base[:, None] + pos[None, :]
+        stored = tl.load(keys_ptr + slot, mask=live, other=0)
+        occupied = tl.load(occupied_ptr + slot, mask=live, other=0) != 0
+        hit = live & occupied & (stored == query[:, None])
+        first = tl.min(tl.where(hit, pos[None, :], CAP), axis=1)
+        found = first < CAP
+        result = tl.where(found, base + first, result)
+        # An empty slot ends the occupied prefix: the key is absent.
+        ended = tl.max((live & (occupied == 0)).to(tl.int32), axis=1) > 0
+        active = active & (found == 0) & (ended == 0)
+    tl.store(out_ptr + offs, result, mask=valid)
+
+
+def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
+    """Slot of each key in its bucket (``buckets``), -1 where absent; ``table_keys``/``occupied`` are flat per slot."""
+    n = keys.numel()
+    out = torch.empty(n, dtype=torch.int64, device=keys.device)
+    if n == 0:
+        return out
+    chunk = min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity))
+    grid = (triton.cdiv(n, _FIND_BLOCK),)
+    _find_kernel[grid](keys, buckets, table_keys, occupied.view(torch.uint8), out, n, CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=chunk)
+    return out
+
+
+@triton.jit
+def _apply_optimizer(row_ptr, g, cols, cmask, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM: tl.constexpr, OPT: tl.constexpr):
+    """One optimizer step on the row at ``row_ptr`` (embedding, then state) given the summed gradient ``g``."""
+    w = tl.load(row_ptr + cols, mask=cmask, other=0.0)
+    if OPT == 0:
+        w = w - lr * g
+    elif OPT == 1:
+        m = tl.load(row_ptr + DIM + cols, mask=cmask, other=0.0)
+        v = tl.load(row_ptr + 2 * DIM + cols, mask=cmask, other=0.0)
+        m = beta1 * m + (1.0 - beta1) * g
+        v = beta2 * v + (1.0 - beta2) * g * g
+        step = (m / bias1) / (tl.sqrt_rn(v / bias2) + eps) + weight_decay * w
+        w = w - lr * step
+        tl.store(row_ptr + DIM + cols, m, mask=cmask)
+        tl.store(row_ptr + 2 * DIM + cols, v, mask=cmask)
+    elif OPT == 2:
+        acc = tl.load(row_ptr + DIM + cols, mask=cmask, other=0.0) + g * g
+        w = w - lr * g / (tl.sqrt_rn(acc) + eps)
+        tl.store(row_ptr + DIM + cols, acc, mask=cmask)
+    else:
+        acc = tl.load(row_ptr + DIM) + tl.sum(g * g, axis=0) / DIM
+        w = w - g * (lr / (tl.sqrt_rn(acc) + eps))
+        tl.store(row_ptr + DIM, acc)
+    tl.store(row_ptr + cols, w, mask=cmask)
+
+
+@triton.jit
+def _reduce_update_kernel(
+    grad_ptr, grad_stride, order_ptr, seg_ptr, owner_ptr, first_piece_ptr, slot_ptr, rows_ptr, row_stride, spare, partial_ptr, n_unique,
+    lr, eps, beta1, beta2, weight_decay, bias1, bias2,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, PIECE: tl.constexpr, OPT: tl.constexpr,
+):
+    p = tl.program_id(0)
+    u = tl.load(owner_ptr + p)
+    if u < n_unique:
+        seg_start = tl.load(seg_ptr + u)
+        seg_stop = tl.load(seg_ptr + u + 1)
+        start = seg_start + (p - tl.load(first_piece_ptr + u)) * PIECE
+        stop = tl.minimum(start + PIECE, seg_stop)
+        cols = tl.arange(0, BLOCK_D)
+        cmask = cols < DIM
+        acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+        for base in range(start, stop, BLOCK_N):
+            pos = base + tl.arange(0, BLOCK_N)
+            pmask = pos < stop
+            index = tl.load(order_ptr + pos, mask=pmask, other=0)
+            g = tl.load(grad_ptr + index[:, None] * grad_stride + cols[None, :], mask=pmask[:, None] & cmask[None, :], other=0.0)
+            acc += tl.sum(g, axis=0)
+        if seg_stop - seg_start <= PIECE:
+            slot = tl.load(slot_ptr + u)
+            slot = tl.where(slot >= 0, slot, spare)
+            _apply_optimizer(rows_ptr + slot * row_stride, acc, cols, cmask, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
+        else:
+            tl.store(partial_ptr + p.to(tl.int64) * DIM + cols, acc, mask=cmask)
+
+
+@triton.jit
+def _combine_update_kernel(
+    seg_ptr, first_piece_ptr, slot_ptr, rows_ptr, row_stride, spare, partial_ptr,
+    lr, eps, beta1, beta2, weight_decay, bias1, bias2,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, PIECE: tl.constexpr, OPT: tl.constexpr,
+):
+    u = tl.program_id(0)
+    count = tl.load(seg_ptr + u + 1) - tl.load(seg_ptr + u)
+    if count > PIECE:
+        first = tl.load(first_piece_ptr + u)
+        last = first + (count + PIECE - 1) // PIECE
+        cols = tl.arange(0, BLOCK_D)
+        cmask = cols < DIM
+        acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+        for base in range(first, last, BLOCK_N):
+            piece = base + tl.arange(0, BLOCK_N)
+            pmask = piece < last
+            g = tl.load(partial_ptr + piece[:, None] * DIM + cols[None, :], mask=pmask[:, None] & cmask[None, :], other=0.0)
+            acc += tl.sum(g, axis=0)
+        slot = tl.load(slot_ptr + u)
+        slot = tl.where(slot >= 0, slot, spare)
+        _apply_optimizer(rows_ptr + slot * row_stride, acc, cols, cmask, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
+
+
+def reduce_and_update(
+    optimizer: EmbOptimType, rows: torch.Tensor, slots: torch.Tensor, index_grads: torch.Tensor,
+    order: torch.Tensor, counts: torch.Tensor, params: OptimizerParams, step: int,
+) -> None:
+    """In place on ``rows`` ``[capacity + 1, dim + state]``: for unique id ``u`` at ``slots[u]`` (-1: the spare
+    last row), sum ``index_grads[order[j]]`` over its segment ``j`` (``counts[u]`` long) and apply one step."""
+    n_unique = counts.numel()
+    if n_unique == 0:
+        return
+    dim = index_grads.shape[1]
+    device = rows.device
+    total = order.numel()
+    seg = torch.zeros(n_unique + 1, dtype=torch.int64, device=device)
+    torch.cumsum(counts, 0, out=seg[1:])
+    pieces = (counts + (_PIECE - 1)) // _PIECE
+    piece_end = torch.cumsum(pieces, 0)
+    first_piece = piece_end - pieces
+    # Pieces number at most n_unique + total // PIECE: a grid known without a host sync.
+    grid = n_unique + total // _PIECE
+    owner = torch.searchsorted(piece_end, torch.arange(grid, dtype=torch.int64, device=device), right=True)
+    partial = torch.empty(grid, dim, dtype=torch.float32, device=device)
+    block_d = triton.next_power_of_2(dim)
+    spare = rows.shape[0] - 1
+    hyper = _hyper_parameters(params, step)
+    meta = dict(DIM=dim, BLOCK_D=block_d, BLOCK_N=_BLOCK_N, PIECE=_PIECE, OPT=_OPTIMIZER_CODE[optimizer])
+    _reduce_update_kernel[(grid,)](
+        index_grads, index_grads.stride(0), order, seg, owner, first_piece, slots, rows, rows.stride(0), spare, partial, n_unique,
+        *hyper, **meta,
+    )
+    _combine_update_kernel[(n_unique,)](seg, first_piece, slots, rows, rows.stride(0), spare, partial, *hyper, **meta)
+
+
+def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
+    return (
+        params.learning_rate, params.eps, params.beta1, params.beta2, params.weight_decay,
+        1.0 - params.beta1**step, 1.0 - params.beta2**step,
+    )
+
+
+@triton.jit
+def _pool_kernel(emb_ptr, emb_stride, inverse_ptr, offsets_ptr, out_ptr, out_stride, DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, MEAN: tl.constexpr):
+    bag = tl.program_id(0)
+    first = tl.load(offsets_ptr)
+    start = tl.load(offsets_ptr + bag) - first
+    stop = tl.load(offsets_ptr + bag + 1) - first
+    cols = tl.arange(0, BLOCK_D)
+    cmask = cols < DIM
+    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    for base in range(start, stop, BLOCK_N):
+        pos = base + tl.arange(0, BLOCK_N)
+        pmask = pos < stop
+        row = tl.load(inverse_ptr + pos, mask=pmask, other=0)
+        values = tl.load(emb_ptr + row[:, None] * emb_stride + cols[None, :], mask=pmask[:, None] & cmask[None, :], other=0.0)
+        acc += tl.sum(values, axis=0)
+    if MEAN:
+        acc = acc / tl.maximum(stop - start, 1).to(tl.float32)
+    tl.store(out_ptr + bag.to(tl.int64) * out_stride + cols, acc, mask=cmask)
+
+
+def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
+    """``out[b] = sum (MEAN: mean) of emb[inverse[j]]`` for ``j`` in bag ``b`` (``offsets`` ``[bags + 1]``, from any start)."""
+    bags = offsets.numel() - 1
+    if bags == 0:
+        return
+    dim = emb.shape[1]
+    _pool_kernel[(bags,)](
+        emb, emb.stride(0), inverse, offsets, out, out.stride(0),
+        DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN,
+    )

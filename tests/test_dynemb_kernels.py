@@ -1,0 +1,160 @@
+"""The fused Triton kernels against the torch path, on random inputs with duplicates and hash collisions.
+
+With CUDA the kernels run compiled on the GPU, and the tables are also trained
+both ways. Without CUDA they run on CPU tensors through Triton's interpreter,
+which must be switched on (``TRITON_INTERPRET=1``) before Triton is first
+imported; since other tests of the same process may import it first, the
+interpreted kernel tests run in a child pytest of this file with the variable
+set, and the parent only checks that child.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
+from dynemb.hash_table import BucketedHashTable
+from dynemb.kernels import torch_ops
+from dynemb.optimizers import OptimizerParams, initial_state, state_width
+
+CUDA = torch.cuda.is_available()
+DEVICE = torch.device("cuda" if CUDA else "cpu")
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+RUNS_KERNELS = CUDA or INTERPRETED
+
+triton_ops = None
+if RUNS_KERNELS:
+    pytest.importorskip("triton")
+    from dynemb.kernels import triton_ops
+
+kernels_here = pytest.mark.skipif(not RUNS_KERNELS, reason="run by test_kernels_under_the_triton_interpreter in a child process")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(RUNS_KERNELS, reason="the kernel tests run in this process")
+def test_kernels_under_the_triton_interpreter() -> None:
+    pytest.importorskip("triton")
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not under_the_triton_interpreter", __file__],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
+    assert " passed" in child.stdout and " failed" not in child.stdout, child.stdout[-2000:]
+
+
+def _filled_table(num_buckets: int, bucket_capacity: int, seed: int) -> tuple[BucketedHashTable, torch.Tensor]:
+    """A table with some buckets full (evictions happened), some partly filled, some empty; and the keys tried."""
+    generator = torch.Generator().manual_seed(seed)
+    table = BucketedHashTable(num_buckets, bucket_capacity, DEVICE)
+    tried = []
+    for step in range(4):
+        keys = torch.unique(torch.randint(-50, 400, (bucket_capacity * num_buckets // 2,), generator=generator))
+        keys = keys[torch.randperm(keys.numel(), generator=generator)].to(DEVICE)
+        keys = keys[table.find(keys) < 0]
+        # Drop keys that would overfill a bucket in one insert (the tables check this before inserting).
+        buckets = table.buckets(keys)
+        rank = torch.zeros_like(buckets)
+        for b in torch.unique(buckets).tolist():
+            where = torch.nonzero(buckets == b).squeeze(1)
+            rank[where] = torch.arange(where.numel(), device=DEVICE)
+        keys = keys[rank < bucket_capacity]
+        table.insert(keys, torch.full_like(keys, step))
+        tried.append(keys)
+    return table, torch.cat(tried + [torch.tensor([0, -1, 7, 10**12, -(2**63)], device=DEVICE)])
+
+
+@kernels_here
+@pytest.mark.parametrize(("num_buckets", "bucket_capacity"), [(4, 8), (3, 5), (2, 40), (16, 1)])
+def test_find_matches_torch_with_collisions_and_evictions(num_buckets: int, bucket_capacity: int) -> None:
+    table, queries = _filled_table(num_buckets, bucket_capacity, seed=num_buckets * 100 + bucket_capacity)
+    assert table.occupied.all(dim=1).any(), "some bucket must be full for the probe to run past it"
+    args = (queries, table.buckets(queries), table._keys, table._occupied, bucket_capacity)
+    expected = torch_ops.find_slots(*args)
+    assert (expected >= 0).any() and (expected < 0).any()
+    assert torch.equal(triton_ops.find_slots(*args), expected)
+
+
+def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
+    """Rows of a table, and a batch of index gradients whose ids repeat (one id more than two pieces long)."""
+    generator = torch.Generator().manual_seed(seed)
+    dim, capacity = 12, 64
+    params = OptimizerParams(learning_rate=0.05, weight_decay=0.01 if optimizer is EmbOptimType.ADAM else 0.0, initial_accumulator_value=0.1)
+    rows = torch.cat([
+        torch.randn(capacity + 1, dim, generator=generator),
+        initial_state(optimizer, capacity + 1, dim, params, torch.device("cpu")) + torch.rand(capacity + 1, state_width(optimizer, dim), generator=generator),
+    ], dim=1)
+    n_unique = 40
+    counts = torch.randint(1, 5, (n_unique,), generator=generator)
+    counts[7] = 300  # a hot id: three pieces of 128, summed by the second kernel
+    counts[20] = 128  # exactly one piece
+    slots = torch.randperm(capacity, generator=generator)[:n_unique]
+    slots[3] = -1  # an id that found no slot: its update goes to the spare row
+    ids = torch.repeat_interleave(torch.arange(n_unique), counts)
+    ids = ids[torch.randperm(ids.numel(), generator=generator)]
+    order = torch.sort(ids, stable=True).indices
+    index_grads = torch.randn(ids.numel(), dim, generator=generator)
+    case = dict(rows=rows, slots=slots, index_grads=index_grads, order=order, counts=counts)
+    return {k: v.to(DEVICE) for k, v in case.items()} | dict(params=params)
+
+
+@kernels_here
+@pytest.mark.parametrize("optimizer", list(EmbOptimType))
+def test_reduce_and_update_matches_torch(optimizer: EmbOptimType) -> None:
+    case = _random_update_case(optimizer, seed=list(EmbOptimType).index(optimizer))
+    expected, actual = case["rows"].clone(), case["rows"].clone()
+    args = (case["slots"], case["index_grads"], case["order"], case["counts"], case["params"], 3)
+    torch_ops.reduce_and_update(optimizer, expected, *args)
+    triton_ops.reduce_and_update(optimizer, actual, *args)
+    assert not torch.equal(expected[:-1], case["rows"][:-1]), "the update must change rows"
+    # The spare row takes the update of slot -1 and is never read: compare the real rows.
+    torch.testing.assert_close(actual[:-1], expected[:-1], rtol=1e-5, atol=1e-5)
+
+
+@kernels_here
+@pytest.mark.parametrize("mode", [PoolingMode.SUM, PoolingMode.MEAN])
+def test_pool_rows_matches_torch(mode: PoolingMode) -> None:
+    generator = torch.Generator().manual_seed(5)
+    emb = torch.randn(30, 6, generator=generator).to(DEVICE)
+    lengths = torch.tensor([0, 3, 1, 0, 40, 2, 5])  # empty bags and a bag longer than one block
+    offsets = (17 + torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])).to(DEVICE)  # a later table's window
+    inverse = torch.randint(0, 30, (int(lengths.sum()),), generator=generator).to(DEVICE)
+    expected = torch.full((lengths.numel(), 20), 7.0, device=DEVICE)
+    actual = expected.clone()
+    torch_ops.pool_rows(emb, inverse, offsets, mode, expected[:, 4:10])
+    triton_ops.pool_rows(emb, inverse, offsets, mode, actual[:, 4:10])
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-6)
+    assert torch.equal(actual[:, :4], torch.full((lengths.numel(), 4), 7.0, device=DEVICE)), "other columns untouched"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="needs CUDA: the tables dispatch to Triton only for CUDA tensors")
+@pytest.mark.parametrize("optimizer", [EmbOptimType.EXACT_SGD, EmbOptimType.ADAM, EmbOptimType.EXACT_ROWWISE_ADAGRAD])
+@pytest.mark.parametrize("pooling", [PoolingMode.NONE, PoolingMode.MEAN])
+@pytest.mark.parametrize("caching", [False, True])
+def test_tables_train_the_same_with_kernels_and_torch(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, pooling: PoolingMode, caching: bool) -> None:
+    generator = torch.Generator().manual_seed(11)
+    batches = []
+    for _ in range(4):
+        ids = torch.randint(0, 3000, (2 * 512,), generator=generator) ** 2 % 5000  # many duplicates
+        batches.append((ids.cuda(), torch.arange(0, 2 * 512 + 1, 2).cuda()))
+    results = []
+    for backend in ("torch", "triton"):
+        monkeypatch.setenv("DYNEMB_KERNELS", backend)
+        hbm = 600 * 16 * 4 * 3 if caching else None
+        options = [DynamicEmbTableOptions(dim=16, max_capacity=8192, bucket_capacity=64, caching=caching, local_hbm_for_values=hbm, seed=t) for t in range(2)]
+        tables = BatchedDynamicEmbeddingTables(options, optimizer, pooling, device="cuda", learning_rate=0.1)
+        for ids, offsets in batches:
+            out = tables(ids, offsets)
+            out.backward(torch.ones_like(out) * 0.01 + out * 0.1)
+        results.append([tables.export_table(t) for t in range(2)])
+    for (keys_a, rows_a, state_a), (keys_b, rows_b, state_b) in zip(*results, strict=True):
+        assert torch.equal(keys_a, keys_b)
+        torch.testing.assert_close(rows_b, rows_a, rtol=1e-4, atol=1e-5)
+        for name in state_a:
+            torch.testing.assert_close(state_b[name], state_a[name], rtol=1e-4, atol=1e-5)
