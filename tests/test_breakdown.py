@@ -308,3 +308,24 @@ def test_sqlite3_fallback_reads_what_adbc_reads(path):
             assert (getattr(a, col) == getattr(b, col)).all()
         assert [a.names[i] for i in a.name] == [b.names[i] for i in b.name]
     assert fast.dropped_unlaunched == slow.dropped_unlaunched
+
+
+def test_bad_categories_file(tmp_path, good_trace, capsys):
+    cats = tmp_path / "cats.yaml"
+    cats.write_text("categories:\n  - name: x\n    patterns: ['(unclosed']\n")
+    out = tmp_path / "out"
+    assert main([str(good_trace), "--categories", str(cats), "--out-dir", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"breakdown: {cats}: bad kernel categories file")
+    assert not out.exists()
+
+
+def test_categories_pick_the_first_matching_pattern(tmp_path):
+    cats = tmp_path / "cats.yaml"
+    cats.write_text("unmatched: other\ncategories:\n  - name: sorting\n    patterns: ['Radix']\n"
+                    "  - name: everything\n    patterns: ['.']\n")
+    rows = breakdown([H200], layout="any", categories=cats)["h200_torch_nvtx_nsys2025.3"]
+    fallback = rows[rows["fallback_category"] != ""]
+    assert set(fallback["fallback_category"]) == {"everything"}  # memcpy/memset rows; kernels sit in ranges
+    assert load_categories(cats).of("DeviceRadixSortOnesweepKernel") == "sorting"
+    assert load_categories(cats).of("") == "other"
