@@ -43,7 +43,12 @@ def inputs(root: Path, out: Path, compare_to: Path | None = None) -> ReportInput
 def results(tmp_path_factory) -> Path:
     """A results folder after the sunburst and latency steps; one sunburst PNG is missing."""
     root = write_results(tmp_path_factory.mktemp("run") / "results")
-    jobs = [PngJob(latency_figure(read_results(root / "benchmark_results.json")), root / "plots" / "latency.png")]
+    jobs = [
+        PngJob(
+            latency_figure(read_results(root / "benchmark_results.json")),
+            root / "plots" / "latency.png",
+        )
+    ]
     for label in LABELS[:3]:
         frame = read_opcalls(root / "opcalls" / f"opcalls__{label}.csv")
         fig = sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label))
@@ -58,7 +63,9 @@ def report(results) -> Path:
     (out / "figures").mkdir(parents=True)
     (out / "figures" / "sunburst__T1_gone.png").write_bytes(PNG_MAGIC)  # from an older run
     stale = dict(json.loads((results / "status" / f"{FAILED}.json").read_text()), label=STALE)
-    (results / "status" / f"{STALE}.json").write_text(json.dumps(stale))  # a config no longer selected
+    (results / "status" / f"{STALE}.json").write_text(
+        json.dumps(stale)
+    )  # a config no longer selected
     return build_report(inputs(results, out))
 
 
@@ -76,7 +83,9 @@ def test_every_section_is_present_and_plotly_js_is_inlined_once(report):
     assert html.count(plotly_js()) == 1
     ours = html.replace(plotly_js(), "")
     assert "<script src" not in ours and "https://" not in ours
-    assert not re.search(r'(href|src)="(/|https?:|\.\./)', ours)  # relative links inside the folder only
+    assert not re.search(
+        r'(href|src)="(/|https?:|\.\./)', ours
+    )  # relative links inside the folder only
 
 
 def test_headline_has_every_config_and_dyn_over_trc_ratios(report, results):
@@ -97,7 +106,9 @@ def test_headline_has_every_config_and_dyn_over_trc_ratios(report, results):
 def test_failed_config_is_listed_with_step_and_log_tail(report):
     failed = unescape(section(report.read_text(), "failed"))
     assert FAILED in failed and STALE not in failed
-    assert "Step profile failed with exit code 1" in " ".join(failed.split()).replace("<strong>", "").replace("</strong>", "")
+    assert "Step profile failed with exit code 1" in " ".join(failed.split()).replace(
+        "<strong>", ""
+    ).replace("</strong>", "")
     assert FAILED_TAIL in failed
     breakdowns = unescape(section(report.read_text(), "breakdowns"))
     assert "No breakdown: the profile step failed" in breakdowns
@@ -120,7 +131,15 @@ def test_each_profiled_config_has_its_sunburst_and_legend_tables(report):
 def test_environment_and_cpu_stand_in_note(report):
     html = report.read_text()
     env = section(html, "environment")
-    for text in ("AMD EPYC 7B13", "2.13.0", "1.8.0", "9.27.1", "torch", "smoke", "2026-11-30T15:00:00Z"):
+    for text in (
+        "AMD EPYC 7B13",
+        "2.13.0",
+        "1.8.0",
+        "9.27.1",
+        "torch",
+        "smoke",
+        "2026-11-30T15:00:00Z",
+    ):
         assert text in env
     assert "CPU leaf operators stand in for kernels" in html
 
@@ -128,11 +147,17 @@ def test_environment_and_cpu_stand_in_note(report):
 def test_figures_are_copied_or_exported_and_stale_ones_dropped(report, results):
     figures = report.parent / "figures"
     names = sorted(p.name for p in figures.glob("*.png"))
-    assert names == sorted(["latency.png"] + [f"sunburst__{lab}.png" for lab in LABELS if lab != FAILED])
-    assert (figures / "latency.png").read_bytes() == (results / "plots" / "latency.png").read_bytes()
+    assert names == sorted(
+        ["latency.png"] + [f"sunburst__{lab}.png" for lab in LABELS if lab != FAILED]
+    )
+    assert (figures / "latency.png").read_bytes() == (
+        results / "plots" / "latency.png"
+    ).read_bytes()
     copied = figures / f"sunburst__{LABELS[0]}.png"
     assert copied.read_bytes() == (results / "sunburst" / f"{LABELS[0]}.png").read_bytes()
-    exported = figures / f"sunburst__{LABELS[5]}.png"  # no PNG from the sunburst step: rendered here
+    exported = (
+        figures / f"sunburst__{LABELS[5]}.png"
+    )  # no PNG from the sunburst step: rendered here
     assert exported.read_bytes()[:8] == PNG_MAGIC and exported.stat().st_size > 20_000
 
 
@@ -163,3 +188,35 @@ def test_compare_to_a_previous_results_folder(results, tmp_path):
     assert "removed" in changes  # the gone config
     summary = (out.parent / "summary.md").read_text()
     assert f"## Changes against `{previous}`" in summary
+
+
+def test_bandwidth_view_adds_legend_columns_and_a_chart(results, tmp_path):
+    """Bandwidth CSVs made by the bandwidth code from the same per-op rows and records."""
+    from embprof.bandwidth.achieved import achieved_bandwidth
+    from embprof.bandwidth.peak import Peak, write_peak
+    from embprof.bandwidth.table import load_table
+
+    table = load_table()
+    records = {r["label"]: r for r in read_results(results / "benchmark_results.json")}
+    bandwidth = tmp_path / "bandwidth"
+    bandwidth.mkdir()
+    for label in LABELS[:2]:
+        frame = read_opcalls(results / "opcalls" / f"opcalls__{label}.csv")
+        rows, _ = achieved_bandwidth(frame, records[label], table, peak_gbps=8.0)
+        rows.to_csv(bandwidth / f"bandwidth__{label}.csv", index=False)
+    peak = tmp_path / "peak_bandwidth.json"
+    write_peak(Peak("cpu", "AMD EPYC 7B13", 8.0, "measured", "copy of 512 MiB", "2026-11-30"), peak)
+    run = inputs(results, tmp_path / "report")
+    out = build_report(ReportInputs(**{**run.__dict__, "bandwidth_dir": bandwidth, "peak": peak}))
+
+    html = out.read_text()
+    chart = unescape(section(html, "bandwidth"))
+    assert "AMD EPYC 7B13's 8.0 GB/s" in chart and 'data-figure="bandwidth-plot"' in chart
+    assert (out.parent / "figures" / "bandwidth.png").read_bytes()[:8] == PNG_MAGIC
+    legends = section(html, "breakdowns")
+    assert legends.count('<th class="num">GB/s</th>') == legends.count('<table class="legend">')
+    # % of iter, then GB/s and % of peak, for the ops config/bandwidth.yaml has a formula for
+    cell = r'<td class="num">{}</td>'
+    pattern = cell.format(r"[0-9.]+%") + cell.format(r"([0-9][0-9,.]*)") + cell.format(r"[0-9.]+%")
+    with_rates = re.findall(pattern, legends)
+    assert with_rates, "no legend row shows a GB/s value"

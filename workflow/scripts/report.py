@@ -4,6 +4,7 @@
         --configs results/configs.tsv --opcalls-dir results/opcalls \
         --sunburst-dir results/sunburst --latency-html results/plots/latency.html \
         --status-dir results/status --environment results/environment.json \
+        [--bandwidth-dir results/bandwidth --peak results/peak_bandwidth.json] \
         [--compare-to PREVIOUS_RESULTS_DIR] --out-dir results/report
 """
 
@@ -27,6 +28,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status-dir", type=Path, required=True)
     parser.add_argument("--environment", type=Path, required=True, help="environment.json")
     parser.add_argument("--compare-to", type=Path, help="a previous results/ folder")
+    parser.add_argument(
+        "--bandwidth-dir", type=Path, help="bandwidth__<label>.csv files: GB/s columns and chart"
+    )
+    parser.add_argument("--peak", type=Path, help="peak_bandwidth.json: the %% of peak reference")
     parser.add_argument("--out-dir", type=Path, required=True)
     args = parser.parse_args(argv)
     inputs = ReportInputs(
@@ -39,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
         environment=args.environment,
         out_dir=args.out_dir,
         compare_to=args.compare_to,
+        bandwidth_dir=args.bandwidth_dir,
+        peak=args.peak,
     )
     return run_guarded("report.py", lambda: print(f"{build_report(inputs)}: written"))
 

@@ -19,6 +19,14 @@ import pandas as pd
 import plotly.graph_objects as go
 from markupsafe import Markup
 
+from embprof.bandwidth.peak import Peak, PeakError, read_peak
+from embprof.bandwidth.view import (
+    BandwidthFileError,
+    load_bandwidth_dir,
+    pct_of_peak_figure,
+    per_op_pct,
+    with_bandwidth,
+)
 from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import BACKEND_NAMES, dom_id, figure_div
 from embprof.plots.files import write_text_atomic
@@ -40,6 +48,8 @@ from embprof.report.load import (
 )
 from embprof.report.tables import (
     HEADLINE_VIEW,
+    LEGEND_BANDWIDTH_VIEW,
+    LEGEND_VIEW,
     TOP_OPS_VIEW,
     Cells,
     busy_note,
@@ -52,6 +62,7 @@ from embprof.report.tables import (
 TITLE = "DynamicEmb vs TorchRec TBE: latency report"
 FIGURES = "figures"
 LATENCY_PNG = "latency.png"
+BANDWIDTH_PNG = "bandwidth.png"
 BACKEND_SUNBURST_PX = 520
 
 
@@ -66,6 +77,8 @@ class ReportInputs:
     environment: Path
     out_dir: Path
     compare_to: Path | None = None
+    bandwidth_dir: Path | None = None
+    peak: Path | None = None
 
 
 @dataclass
@@ -141,6 +154,12 @@ def build_report(inputs: ReportInputs) -> Path:
         lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"] and lab in labels
     }
     opcalls, busy = _load_opcalls(inputs.opcalls_dir, labels)
+    bandwidth, peak = _load_bandwidth(inputs, labels)
+    bandwidth_fig = (
+        pct_of_peak_figure(bandwidth, peak)
+        if bandwidth is not None and not per_op_pct(bandwidth).empty
+        else None
+    )
     previous = _load_previous(inputs.compare_to) if inputs.compare_to else None
 
     out = Path(inputs.out_dir)
@@ -149,6 +168,7 @@ def build_report(inputs: ReportInputs) -> Path:
     _write_pngs(
         figures_dir,
         {LATENCY_PNG: (lambda: latency, inputs.latency_html.with_suffix(".png"))}
+        | ({BANDWIDTH_PNG: (lambda: bandwidth_fig, None)} if bandwidth_fig is not None else {})
         | {
             sunburst_png_name(label): (
                 partial(_config_sunburst, label, frame),
@@ -162,7 +182,14 @@ def build_report(inputs: ReportInputs) -> Path:
     head = to_cells(headline(labels, by_label, failed_steps), HEADLINE_VIEW)
     top = to_cells(top_ops(opcalls), TOP_OPS_VIEW)
     sections = [
-        _section(label, test_ids.get(label, ""), opcalls.get(label), busy.get(label), failed_steps)
+        _section(
+            label,
+            test_ids.get(label, ""),
+            opcalls.get(label),
+            busy.get(label),
+            failed_steps,
+            None if bandwidth is None else bandwidth.get(label, pd.DataFrame()),
+        )
         for label in labels
     ]
     failed = [_failed(statuses[label]) for label in sorted(failed_steps)]
@@ -192,6 +219,7 @@ def build_report(inputs: ReportInputs) -> Path:
             "png": f"{FIGURES}/{LATENCY_PNG}",
         },
         top_ops=top,
+        bandwidth=_bandwidth_context(bandwidth, bandwidth_fig, peak),
         comparison=comparison,
         sections=sections,
         failed=failed,
@@ -206,8 +234,42 @@ def _config_sunburst(label: str, frame: pd.DataFrame) -> go.Figure:
     return sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label))
 
 
+def _load_bandwidth(
+    inputs: ReportInputs, labels: list[str]
+) -> tuple[dict[str, pd.DataFrame] | None, Peak | None]:
+    """Per-config bandwidth CSVs and the device's peak, where the report was given them."""
+    try:
+        peak = read_peak(inputs.peak) if inputs.peak else None
+        if inputs.bandwidth_dir is None:
+            return None, peak
+        return load_bandwidth_dir(inputs.bandwidth_dir, labels), peak
+    except (BandwidthFileError, PeakError) as exc:
+        raise InputError(str(exc)) from None
+
+
+def _bandwidth_context(
+    bandwidth: dict[str, pd.DataFrame] | None, fig: go.Figure | None, peak: Peak | None
+) -> dict[str, Any] | None:
+    if bandwidth is None:
+        return None
+    against = (
+        f"% of peak is against {peak.name}'s {peak.peak_gbps:,.1f} GB/s ({peak.source}: {peak.method})."
+        if peak
+        else "No peak was given: GB/s only."
+    )
+    return {
+        "id": "bandwidth-plot",
+        "div": Markup(figure_div(fig, "bandwidth-plot")) if fig is not None else "",
+        "png": f"{FIGURES}/{BANDWIDTH_PNG}",
+        "note": (
+            "Achieved GB/s: the bytes each op must move per iteration (config/bandwidth.yaml)"
+            f" over its time per iteration. {against} Ops without a bytes formula show none."
+        ),
+    }
+
+
 def _write_pngs(
-    figures_dir: Path, wanted: Mapping[str, tuple[Callable[[], go.Figure], Path]]
+    figures_dir: Path, wanted: Mapping[str, tuple[Callable[[], go.Figure], Path | None]]
 ) -> None:
     """Copy PNGs that earlier steps rendered, export the rest in one session, drop stale ones.
 
@@ -217,7 +279,7 @@ def _write_pngs(
     jobs = []
     for name, (make_fig, rendered) in wanted.items():
         target = figures_dir / name
-        if rendered.is_file():
+        if rendered is not None and rendered.is_file():
             tmp = target.with_name(f".{name}.copy")
             shutil.copyfile(rendered, tmp)
             tmp.replace(target)
@@ -235,8 +297,13 @@ def _section(
     frame: pd.DataFrame | None,
     busy: BusyTime | None,
     failed_steps: Mapping[str, str],
+    bandwidth: pd.DataFrame | None = None,
 ) -> _Section:
-    """A config's breakdown: per backend, its sunburst beside its legend table."""
+    """A config's breakdown: per backend, its sunburst beside its legend table.
+
+    ``bandwidth`` (the config's bandwidth CSV, empty when it has none) adds GB/s
+    and % of peak to the legend tables; ``None``: the report has no bandwidth view.
+    """
     anchor = dom_id("config", label)
     if frame is None:
         reason = (
@@ -249,6 +316,10 @@ def _section(
     if not legends:
         message = "The breakdown attributed no time to this config (its per-op CSV has no rows)."
         return _Section(label, test_id, anchor, "", [], message)
+    view = LEGEND_VIEW
+    if bandwidth is not None:
+        legends = {b: with_bandwidth(t, bandwidth, b) for b, t in legends.items()}
+        view = LEGEND_BANDWIDTH_VIEW
     codes = assign_letter_codes(frame)
     figures = {}
     for backend in legends:
@@ -266,6 +337,7 @@ def _section(
             {b: busy_note(busy, b) for b in legends},
             {b: f"{BACKEND_NAMES.get(b, b)} ({b})" for b in legends},
             figures,
+            view,
         ),
         message="",
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -11,7 +12,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from embprof.plots.figures import plotly_js
-from embprof.report.tables import LEGEND_VIEW, Cells, to_cells
+from embprof.report.tables import LEGEND_VIEW, Cells, Column, to_cells
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ def legend_items(
     notes: dict[str, str],
     names: dict[str, str],
     figures: dict[str, tuple[str, str]] | None = None,
+    view: Sequence[Column] = LEGEND_VIEW,
 ) -> list[LegendItem]:
     """Legend tables per backend; ``figures`` maps a backend to (figure id, figure div)."""
     figures = figures or {}
@@ -53,7 +55,7 @@ def legend_items(
         LegendItem(
             title=names.get(b, b),
             note=notes.get(b, ""),
-            cells=to_cells(t, LEGEND_VIEW),
+            cells=to_cells(t, view),
             figure_id=figures.get(b, ("", ""))[0],
             figure_div=Markup(figures.get(b, ("", ""))[1]),
         )

@@ -175,6 +175,11 @@ def fmt_signed_ms(value: Any) -> str:
     return MISSING if math.isnan(number) else f"{number:+.3f}"
 
 
+def fmt_gbps(value: Any) -> str:
+    number = _number(value)
+    return MISSING if math.isnan(number) else f"{number:,.1f}"
+
+
 def fmt_count(value: Any) -> str:
     number = _number(value)
     return MISSING if math.isnan(number) else f"{number:,.0f}"
@@ -238,6 +243,13 @@ LEGEND_VIEW = (
     Column("calls_per_iter", "calls/iter", fmt_calls, True),
     Column("phase", "phase"),
     Column("stage", "stage"),
+)
+# With a bandwidth view: GB/s and % of peak beside the op's time (a dash: no bytes formula).
+LEGEND_BANDWIDTH_VIEW = (
+    *LEGEND_VIEW[:4],
+    Column("achieved_gbps", "GB/s", fmt_gbps, True),
+    Column("pct_of_peak", "% of peak", fmt_pct, True),
+    *LEGEND_VIEW[4:],
 )
 TOP_OPS_VIEW = (
     Column("backend", "backend"),
