@@ -70,6 +70,27 @@ def _filled_table(num_buckets: int, bucket_capacity: int, seed: int) -> tuple[Bu
 
 
 @kernels_here
+@pytest.mark.parametrize("num_buckets", [1, 7, 13_108, 2**40 + 3])
+def test_bucket_of_is_bit_for_bit_the_torch_hash(num_buckets: int) -> None:
+    generator = torch.Generator().manual_seed(num_buckets % 1000)
+    keys = torch.cat([
+        torch.randint(-(2**63), 2**63 - 1, (3000,), generator=generator, dtype=torch.int64),
+        torch.tensor([0, 1, -1, 2**63 - 1, -(2**63)]),
+    ]).to(DEVICE)
+    assert torch.equal(triton_ops.bucket_of(keys, num_buckets), torch_ops.bucket_of(keys, num_buckets))
+
+
+@kernels_here
+@pytest.mark.parametrize(("dim", "seed"), [(12, 0), (130, (3 << 32) + 1), (1, 1)])
+def test_uniform_rows_match_torch(dim: int, seed: int) -> None:
+    keys = torch.tensor([0, 1, -5, 2**62, 123_456_789, 1], device=DEVICE)  # a repeated id gets the same row
+    expected = torch_ops.uniform_rows(keys, dim, seed, -0.25, 0.5)
+    actual = triton_ops.uniform_rows(keys, dim, seed, -0.25, 0.5)
+    torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-7)
+    assert torch.equal(actual[1], actual[5]) and not torch.equal(actual[0], actual[1])
+
+
+@kernels_here
 @pytest.mark.parametrize(("num_buckets", "bucket_capacity"), [(4, 8), (3, 5), (2, 40), (16, 1)])
 def test_find_matches_torch_with_collisions_and_evictions(num_buckets: int, bucket_capacity: int) -> None:
     table, queries = _filled_table(num_buckets, bucket_capacity, seed=num_buckets * 100 + bucket_capacity)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 import torch
 
 from dynemb import kernels
-from dynemb.hashing import bucket_of
 
 _INT64_MIN = torch.iinfo(torch.int64).min
 _INT64_MAX = torch.iinfo(torch.int64).max
@@ -75,7 +74,7 @@ class BucketedHashTable:
         return self.num_buckets * self.bucket_capacity
 
     def buckets(self, keys: torch.Tensor) -> torch.Tensor:
-        return bucket_of(keys, self.num_buckets)
+        return kernels.bucket_of(keys, self.num_buckets)
 
     def find(self, keys: torch.Tensor) -> torch.Tensor:
         """Slot of each key, -1 where absent (one probe kernel on CUDA, chunked compares on the CPU)."""

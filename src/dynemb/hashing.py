@@ -36,3 +36,20 @@ def mix64(x: torch.Tensor) -> torch.Tensor:
 def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
     """Bucket index in ``[0, num_buckets)`` of each int64 key (negative keys too)."""
     return torch.remainder(mix64(keys), num_buckets)
+
+
+def random_bits(keys: torch.Tensor, dim: int, seed: int) -> torch.Tensor:
+    """``[len(keys), dim]`` well-mixed int64 words, one per (id, column): a pure function of (seed, id, column)."""
+    columns = torch.arange(dim, dtype=torch.int64, device=keys.device) * GOLDEN_GAMMA + seed_word(seed)
+    return mix64(mix64(keys).unsqueeze(1) ^ columns)
+
+
+def seed_word(seed: int) -> int:
+    """``mix64(seed)`` as a Python int (the int64 with its bits)."""
+    return int(mix64(torch.tensor(seed, dtype=torch.int64)))
+
+
+def uniform_open(bits: torch.Tensor, shift: int) -> torch.Tensor:
+    """24 bits of ``bits`` starting at ``shift`` as a float32 in (0, 1)."""
+    word = shift_right_logical(bits, shift) & ((1 << 24) - 1)
+    return (word.to(torch.float32) + 0.5) * (1.0 / (1 << 24))

@@ -12,30 +12,15 @@ import math
 
 import torch
 
-from dynemb.hashing import GOLDEN_GAMMA, mix64, shift_right_logical
+from dynemb import kernels
+from dynemb.hashing import random_bits, uniform_open
 from dynemb.options import DynamicEmbInitializerArgs, DynamicEmbInitializerMode
-
-_INV_2_24 = 1.0 / (1 << 24)
-
-
-def _random_bits(keys: torch.Tensor, dim: int, seed: int) -> torch.Tensor:
-    """``[len(keys), dim]`` well-mixed int64 words, one per (id, column)."""
-    columns = torch.arange(dim, dtype=torch.int64, device=keys.device) * GOLDEN_GAMMA + mix64(
-        torch.tensor(seed, dtype=torch.int64, device=keys.device)
-    )
-    return mix64(mix64(keys).unsqueeze(1) ^ columns)
-
-
-def _uniform_open(bits: torch.Tensor, shift: int) -> torch.Tensor:
-    """24 bits of ``bits`` starting at ``shift`` as a float32 in (0, 1)."""
-    word = shift_right_logical(bits, shift) & ((1 << 24) - 1)
-    return (word.to(torch.float32) + 0.5) * _INV_2_24
 
 
 def _standard_normal(bits: torch.Tensor) -> torch.Tensor:
     """Box-Muller on two independent 24-bit uniforms of the same word."""
-    radius = torch.sqrt(-2.0 * torch.log(_uniform_open(bits, 40)))
-    return radius * torch.cos((2.0 * math.pi) * _uniform_open(bits, 8))
+    radius = torch.sqrt(-2.0 * torch.log(uniform_open(bits, 40)))
+    return radius * torch.cos((2.0 * math.pi) * uniform_open(bits, 8))
 
 
 def _normal_cdf(x: float) -> float:
@@ -67,15 +52,15 @@ class Initializer:
         mode = self.args.mode
         if mode is DynamicEmbInitializerMode.CONSTANT:
             return torch.full((keys.numel(), dim), self.args.value, dtype=torch.float32, device=keys.device)
-        bits = _random_bits(keys, dim, self.seed)
         if mode is DynamicEmbInitializerMode.UNIFORM:
-            return self.lower + (self.upper - self.lower) * _uniform_open(bits, 40)
+            return kernels.uniform_rows(keys, dim, self.seed, self.lower, self.upper)
+        bits = random_bits(keys, dim, self.seed)
         if mode is DynamicEmbInitializerMode.NORMAL:
             return self.args.mean + self.args.std_dev * _standard_normal(bits)
         # TRUNCATED_NORMAL: inverse CDF of a uniform between the bounds' CDF values.
         std = self.args.std_dev
         low = _normal_cdf((self.lower - self.args.mean) / std)
         high = _normal_cdf((self.upper - self.args.mean) / std)
-        p = low + (high - low) * _uniform_open(bits, 40)
+        p = low + (high - low) * uniform_open(bits, 40)
         z = math.sqrt(2.0) * torch.erfinv((2.0 * p - 1.0).clamp(-1.0 + 1e-7, 1.0 - 1e-7))
         return (self.args.mean + std * z).clamp(self.lower, self.upper)

@@ -62,3 +62,13 @@ def reduce_and_update(
 def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
     """Pooled SUM/MEAN of bags of ``emb`` rows into ``out`` (see ``torch_ops.pool_rows``)."""
     _ops(emb).pool_rows(emb, inverse, offsets, mode, out)
+
+
+def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
+    """Bucket in ``[0, num_buckets)`` of each key (``dynemb.hashing.bucket_of``, fused on CUDA)."""
+    return _ops(keys).bucket_of(keys, num_buckets)
+
+
+def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: float) -> torch.Tensor:
+    """Initial rows drawn uniform in (lower, upper) per (seed, id, column) (see ``torch_ops.uniform_rows``)."""
+    return _ops(keys).uniform_rows(keys, dim, seed, lower, upper)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import torch
 
+from dynemb.hashing import bucket_of, random_bits, uniform_open
 from dynemb.optimizers import OptimizerParams, update_rows
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -58,3 +59,11 @@ def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, m
     if mode is PoolingMode.MEAN:
         pooled = pooled / lengths.clamp(min=1).unsqueeze(1).to(pooled.dtype)
     out.copy_(pooled)
+
+
+def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: float) -> torch.Tensor:
+    """``[len(keys), dim]`` float32 uniform in (lower, upper), a pure function of (seed, id, column)."""
+    return lower + (upper - lower) * uniform_open(random_bits(keys, dim, seed), 40)
+
+
+__all__ = ["bucket_of", "find_slots", "pool_rows", "reduce_and_update", "uniform_rows"]

@@ -9,6 +9,9 @@
   (long segments) are cut into pieces of ``_PIECE`` rows so one program never walks
   thousands of rows alone; only ids with more than one piece write a partial sum,
   which a second kernel adds up before their update.
+- ``bucket_of`` and ``uniform_rows``: the SplitMix64 bucket hash and the uniform
+  initializer in one kernel each instead of a dozen elementwise torch ops (the
+  same integer bits, so the same buckets and, up to float rounding, the same values).
 - ``pool_rows``: pooled SUM/MEAN straight from the unique rows through ``inverse``
   into the module's output columns, without the ``[indices, dim]`` intermediate.
 
@@ -24,6 +27,7 @@ import torch
 import triton
 import triton.language as tl
 
+from dynemb.hashing import seed_word
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -34,6 +38,8 @@ _BLOCK_N = 16
 # Keys per program and bucket positions per step in the probe.
 _FIND_BLOCK = 32
 _FIND_CHUNK = 32
+# Elements per program in elementwise kernels.
+_ELEMENT_BLOCK = 1024
 
 _OPTIMIZER_CODE = {
     EmbOptimType.EXACT_SGD: 0,
@@ -228,3 +234,60 @@ def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, m
         emb, emb.stride(0), inverse, offsets, out, out.stride(0),
         DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN,
     )
+
+
+@triton.jit
+def _mix64(x):
+    """SplitMix64's finalizer on uint64 (wrapping multiply, logical shifts): ``dynemb.hashing.mix64``."""
+    x = x ^ (x >> 30)
+    x = x * 0xBF58476D1CE4E5B9
+    x = x ^ (x >> 27)
+    x = x * 0x94D049BB133111EB
+    return x ^ (x >> 31)
+
+
+@triton.jit
+def _bucket_kernel(keys_ptr, out_ptr, n, num_buckets, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    keys = tl.load(keys_ptr + offs, mask=valid, other=0).to(tl.uint64, bitcast=True)
+    mixed = _mix64(keys).to(tl.int64, bitcast=True)
+    bucket = mixed % num_buckets
+    bucket = tl.where(bucket < 0, bucket + num_buckets, bucket)  # torch.remainder's sign
+    tl.store(out_ptr + offs, bucket, mask=valid)
+
+
+def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
+    """Bucket in ``[0, num_buckets)`` of each key, bit for bit ``dynemb.hashing.bucket_of``."""
+    n = keys.numel()
+    out = torch.empty(n, dtype=torch.int64, device=keys.device)
+    if n:
+        _bucket_kernel[(triton.cdiv(n, _ELEMENT_BLOCK),)](keys, out, n, num_buckets, BLOCK=_ELEMENT_BLOCK)
+    return out
+
+
+@triton.jit
+def _uniform_kernel(keys_ptr, out_ptr, n, seed_word, lower, scale, DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
+    cols = tl.arange(0, BLOCK_D)
+    valid = rows < n
+    keys = tl.load(keys_ptr + rows, mask=valid, other=0).to(tl.uint64, bitcast=True)
+    columns = cols.to(tl.uint64) * 0x9E3779B97F4A7C15 + seed_word.to(tl.int64).to(tl.uint64, bitcast=True)
+    bits = _mix64(_mix64(keys)[:, None] ^ columns[None, :])
+    word = (bits >> 40) & 0xFFFFFF
+    uniform = (word.to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+    mask = valid[:, None] & (cols[None, :] < DIM)
+    tl.store(out_ptr + rows.to(tl.int64)[:, None] * DIM + cols[None, :], lower + scale * uniform, mask=mask)
+
+
+def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: float) -> torch.Tensor:
+    """``[len(keys), dim]`` float32 uniform in (lower, upper), the values of ``torch_ops.uniform_rows``."""
+    n = keys.numel()
+    out = torch.empty(n, dim, dtype=torch.float32, device=keys.device)
+    if n:
+        block_d = triton.next_power_of_2(dim)
+        block_k = max(1, min(64, 4096 // block_d))
+        _uniform_kernel[(triton.cdiv(n, block_k),)](
+            keys, out, n, seed_word(seed), lower, upper - lower, DIM=dim, BLOCK_D=block_d, BLOCK_K=block_k,
+        )
+    return out
