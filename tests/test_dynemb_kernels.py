@@ -179,3 +179,36 @@ def test_tables_train_the_same_with_kernels_and_torch(monkeypatch: pytest.Monkey
         torch.testing.assert_close(rows_b, rows_a, rtol=1e-4, atol=1e-5)
         for name in state_a:
             torch.testing.assert_close(state_b[name], state_a[name], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(RUNS_KERNELS, reason="needs a Triton kernel that cannot run: CPU tensors without the interpreter")
+def test_a_kernel_that_cannot_run_falls_back_to_torch_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("triton")
+    import dynemb.kernels as kernels
+
+    monkeypatch.setattr(kernels, "use_triton", lambda tensor: True)
+    monkeypatch.setattr(kernels, "_FAILED", set())
+    keys = torch.tensor([3, -9, 2**40])
+    with pytest.warns(RuntimeWarning, match="Triton kernel for bucket_of failed"):
+        buckets = kernels.bucket_of(keys, 11)
+    assert torch.equal(buckets, torch_ops.bucket_of(keys, 11))
+    assert kernels._FAILED == {"bucket_of"}
+
+
+@pytest.mark.skipif(RUNS_KERNELS, reason="patches the Triton module of a process that does not run it")
+def test_a_step_that_failed_after_writing_is_not_rerun(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("triton")
+    import dynemb.kernels as kernels
+    from dynemb.kernels import triton_ops as compiled_ops
+
+    def half_done(*args: object) -> None:
+        raise compiled_ops.PartialUpdateError("second kernel failed")
+
+    monkeypatch.setattr(kernels, "use_triton", lambda tensor: True)
+    monkeypatch.setattr(kernels, "_FAILED", set())
+    monkeypatch.setattr(compiled_ops, "reduce_and_update", half_done)
+    case = _random_update_case(EmbOptimType.EXACT_SGD, seed=0)
+    rows = case["rows"].clone()
+    with pytest.raises(compiled_ops.PartialUpdateError):
+        kernels.reduce_and_update(EmbOptimType.EXACT_SGD, rows, case["slots"], case["index_grads"], case["order"], case["counts"], case["params"], 1)
+    assert torch.equal(rows, case["rows"]), "the torch path must not run after a partial update"

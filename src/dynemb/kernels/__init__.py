@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import warnings
 
 import torch
 
@@ -46,9 +47,34 @@ def _ops(tensor: torch.Tensor):  # noqa: ANN202 - one of two modules with the sa
     return torch_ops
 
 
+def _run(step: str, tensor: torch.Tensor, *args: object) -> object:
+    """``step`` of the Triton module for ``tensor`` where it applies, else (or if it cannot compile) of the torch one.
+
+    A kernel that fails to compile (say, a Triton version without some feature)
+    raises before it launches and before anything is written, so the step can rerun
+    in torch; it is reported once and not tried again in this process. A failure
+    after a write (``PartialUpdateError``) is raised, never rerun.
+    """
+    ops = _ops(tensor)
+    if ops.__name__.endswith("triton_ops") and step not in _FAILED:
+        try:
+            return getattr(ops, step)(*args)
+        except ops.PartialUpdateError:
+            raise
+        except Exception as error:  # noqa: BLE001 - any compile failure falls back, loudly
+            _FAILED.add(step)
+            warnings.warn(f"dynemb: Triton kernel for {step} failed ({type(error).__name__}: {error}); using torch for it", RuntimeWarning, stacklevel=3)
+    from dynemb.kernels import torch_ops
+
+    return getattr(torch_ops, step)(*args)
+
+
+_FAILED: set[str] = set()
+
+
 def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
     """Slot of each key in its bucket, -1 where absent (see ``torch_ops.find_slots``)."""
-    return _ops(keys).find_slots(keys, buckets, table_keys, occupied, bucket_capacity)
+    return _run("find_slots", keys, keys, buckets, table_keys, occupied, bucket_capacity)
 
 
 def reduce_and_update(
@@ -56,19 +82,19 @@ def reduce_and_update(
     order: torch.Tensor, counts: torch.Tensor, params: OptimizerParams, step: int,
 ) -> None:
     """Sum each unique id's gradient rows and apply the optimizer in place (see ``torch_ops.reduce_and_update``)."""
-    _ops(rows).reduce_and_update(optimizer, rows, slots, index_grads, order, counts, params, step)
+    _run("reduce_and_update", rows, optimizer, rows, slots, index_grads, order, counts, params, step)
 
 
 def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
     """Pooled SUM/MEAN of bags of ``emb`` rows into ``out`` (see ``torch_ops.pool_rows``)."""
-    _ops(emb).pool_rows(emb, inverse, offsets, mode, out)
+    _run("pool_rows", emb, emb, inverse, offsets, mode, out)
 
 
 def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
     """Bucket in ``[0, num_buckets)`` of each key (``dynemb.hashing.bucket_of``, fused on CUDA)."""
-    return _ops(keys).bucket_of(keys, num_buckets)
+    return _run("bucket_of", keys, keys, num_buckets)
 
 
 def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: float) -> torch.Tensor:
     """Initial rows drawn uniform in (lower, upper) per (seed, id, column) (see ``torch_ops.uniform_rows``)."""
-    return _ops(keys).uniform_rows(keys, dim, seed, lower, upper)
+    return _run("uniform_rows", keys, keys, dim, seed, lower, upper)

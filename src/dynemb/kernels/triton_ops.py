@@ -41,6 +41,11 @@ _FIND_CHUNK = 32
 # Elements per program in elementwise kernels.
 _ELEMENT_BLOCK = 1024
 
+
+class PartialUpdateError(RuntimeError):
+    """A step failed after it wrote to the rows: rerunning it another way would apply it twice."""
+
+
 _OPTIMIZER_CODE = {
     EmbOptimType.EXACT_SGD: 0,
     EmbOptimType.ADAM: 1,
@@ -194,7 +199,10 @@ def reduce_and_update(
         index_grads, index_grads.stride(0), order, seg, owner, first_piece, slots, rows, rows.stride(0), spare, partial, n_unique,
         *hyper, **meta,
     )
-    _combine_update_kernel[(n_unique,)](seg, first_piece, slots, rows, rows.stride(0), spare, partial, *hyper, **meta)
+    try:
+        _combine_update_kernel[(n_unique,)](seg, first_piece, slots, rows, rows.stride(0), spare, partial, *hyper, **meta)
+    except Exception as error:
+        raise PartialUpdateError(f"the first kernel already updated the rows of short segments: {error}") from error
 
 
 def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
