@@ -249,7 +249,15 @@ def run_locally(workdir: Path, *args: str) -> None:
     proc = subprocess.run([str(SNAKEMAKE), "--cores", "2", "--directory", str(workdir), *args],
                           cwd=workdir, env=workflow_env(workdir), capture_output=True, text=True,
                           timeout=600)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:] + failed_steps(workdir)
+
+
+def failed_steps(workdir: Path) -> str:
+    """The reasons and log tails of the benchmark steps that failed (recorded as data,
+    so Snakemake's own output does not show them)."""
+    records = [json.loads(p.read_text()) for p in sorted(workdir.glob("results/steps/*/*.json"))]
+    return "".join(f"\n--- {r['step']} {r['label']}: {r['reason']}\n{r['log_tail']}"
+                   for r in records if not r["ok"])
 
 
 def read_labels(workdir: Path) -> list[str]:
@@ -346,7 +354,7 @@ def test_every_per_config_job_goes_through_sbatch(cluster_runs):
            for label in runs.working]
     )
     # Exactly these: the whole-workflow steps (collect, status, report, ...) ran locally.
-    assert submitted(runs.first) == expected, runs.first.log[-3000:]
+    assert submitted(runs.first) == expected, runs.first.log[-3000:] + failed_steps(runs.cluster)
     assert len(runs.cancelled) == 1
     assert_jobs_ran_in_slurm(runs.first, cancelled=tuple(runs.cancelled))
     assert_jobs_ran_in_slurm(runs.second)
@@ -390,7 +398,7 @@ def test_a_failed_slurm_job_is_reported_by_snakemake(cluster_runs):
     assert f"Error in rule {CANCELLED_RULE}" in runs.first.log
     assert f"SLURM-job '{job_id}' failed, SLURM status is: 'CANCELLED'" in runs.first.log
     # Everything else went on (keep-going), so the next run resubmits only that job.
-    assert runs.second.returncode == 0, runs.second.log[-3000:]
+    assert runs.second.returncode == 0, runs.second.log[-3000:] + failed_steps(runs.cluster)
     assert submitted(runs.second) == [f"rule_{CANCELLED_RULE}_wildcards_{runs.working[0]}"]
 
 
