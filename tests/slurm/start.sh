@@ -5,6 +5,7 @@
 # configuration are left alone. The configuration goes to /etc/slurm (only
 # where no other SLURM configuration is there); state, logs and pid files to
 # $EMBPROF_SLURM_DIR (default /tmp/embprof-slurm).
+# Exit status 77: not root, so no cluster can be started here.
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -24,7 +25,10 @@ wait_for() {  # wait_for SECONDS WHAT COMMAND...: poll COMMAND every 0.5 s
     done
 }
 
-[ "$(id -u)" -eq 0 ] || die "must run as root (slurmd starts jobs as their users)"
+if [ "$(id -u)" -ne 0 ]; then
+    echo "slurm start: must run as root (slurmd starts jobs as their users)" >&2
+    exit 77
+fi
 for cmd in slurmctld slurmd sinfo scontrol munged; do
     command -v "$cmd" >/dev/null 2>&1 || die "$cmd not found; run tests/slurm/install.sh first"
 done
