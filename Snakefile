@@ -15,6 +15,7 @@ include: "rules/export.smk"
 include: "rules/breakdown.smk"
 include: "rules/sunburst.smk"
 include: "rules/timing.smk"
+include: "rules/bandwidth.smk"
 include: "rules/report.smk"
 
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from embprof.labels import make_label  # noqa: E402
 from embprof.workflow.configs import BenchConfig, format_table  # noqa: E402
-from embprof.workflow.steps import StepRecord  # noqa: E402
+from embprof.workflow.steps import StepRecord, merge_status  # noqa: E402
 
 PARTS = ("Snakefile", "rules", "config", "envs", "profiles", "workflow", "benchmark", "src")
 SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
@@ -47,14 +47,17 @@ def fill_results(root: Path, names: list[str]) -> None:
     results = root / "results"
     configs = [BenchConfig(f"{SUITE}::TestX::test_x[{name}]", name) for name in names]
     files = {"configs.tsv": format_table(configs), "benchmark_results.json": "[]",
-             "environment.json": "{}", "plots/latency.png": "", "plots/latency.html": "",
+             "environment.json": "{}", "peak_bandwidth.json": "{}",
+             "plots/latency.png": "", "plots/latency.html": "",
              "report/index.html": "", "report/summary.md": "", "benchmarks/report.tsv": ""}
     for c in configs:
-        for step in ("profile", "timing"):
-            record = StepRecord(step, c.label, c.test_id, True, 0, f"results/logs/{step}/{c.label}.log")
-            record.write(results / "steps" / step / f"{c.label}.json")
+        records = [StepRecord(step, c.label, c.test_id, True, 0, f"results/logs/{step}/{c.label}.log")
+                   for step in ("profile", "timing")]
+        for record in records:
+            record.write(results / "steps" / record.step / f"{c.label}.json")
+        files[f"status/{c.label}.json"] = json.dumps(merge_status(c.label, c.test_id, records))
         for name in (f"traces/{c.label}.kineto.json.gz", f"timing/{c.label}.json",
-                     f"status/{c.label}.json", f"opcalls/opcalls__{c.label}.csv",
+                     f"bandwidth/bandwidth__{c.label}.csv", f"opcalls/opcalls__{c.label}.csv",
                      f"opcalls/opcalls__{c.label}.busy.json", f"sunburst/{c.label}.png",
                      f"sunburst/{c.label}.html"):
             files[name] = ""

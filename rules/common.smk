@@ -1,5 +1,6 @@
 # Config validation, the profiler choice, wildcard constraints and every input
 # function. Nothing here imports torch or runs pytest: parsing stays cheap.
+import json
 import os
 import shlex
 import sys
@@ -18,7 +19,6 @@ from embprof.workflow.profiler import (
     resolve_profiler,
 )
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
-from embprof.workflow.steps import StepRecord
 from embprof.workflow.validation import ConfigError, validate_config
 
 try:
@@ -51,6 +51,8 @@ CODE = {
     "aggregate": ["workflow/scripts/aggregate.py"],
     "latency_plot": ["workflow/scripts/latency_plot.py", "src/embprof/plots"],
     "report": ["workflow/scripts/report.py", "src/embprof/report", "src/embprof/plots"],
+    "bandwidth": ["workflow/scripts/bandwidth.py", "src/embprof/bandwidth", "config/bandwidth.yaml"],
+    "peak_bandwidth": ["workflow/scripts/peak_bandwidth.py", "src/embprof/bandwidth/peak.py"],
 }
 DIGEST = {step: code_digest(paths, root=workflow.basedir) for step, paths in CODE.items()}
 
@@ -127,9 +129,10 @@ def get_breakdown_trace(wildcards):
     return TRACE.format(label=wildcards.label)
 
 
-def profile_ok(label):
-    """Whether the config's profile worked (re-evaluated once its checkpoint has run)."""
-    return StepRecord.read(checkpoints.profile.get(label=label).output.record).ok
+def get_status(label):
+    """The config's status (read once its checkpoint has run)."""
+    with open(checkpoints.status.get(label=label).output[0], encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def get_timing_files(wildcards):
@@ -140,12 +143,23 @@ def get_status_files(wildcards):
     return expand("results/status/{label}.json", label=get_labels())
 
 
-def get_profiled_outputs(wildcards):
-    """Per-op tables and sunbursts of the configs whose profile worked (a failed one has none)."""
-    labels = [label for label in get_labels() if profile_ok(label)]
+def get_per_op_outputs(wildcards):
+    """Per-op tables, sunbursts and bandwidth of the configs whose steps worked.
+
+    A failed profile has no per-op outputs; bandwidth also needs the timing
+    record (ids per iteration).
+    """
+    profiled, timed = [], []
+    for label in get_labels():
+        steps = get_status(label)["steps"]
+        if steps["profile"]["ok"]:
+            profiled.append(label)
+            if steps["timing"]["ok"]:
+                timed.append(label)
     return {
-        "opcalls": expand("results/opcalls/opcalls__{label}.csv", label=labels),
-        "sunburst": expand("results/sunburst/{label}.{ext}", label=labels, ext=["png", "html"]),
+        "opcalls": expand("results/opcalls/opcalls__{label}.csv", label=profiled),
+        "sunburst": expand("results/sunburst/{label}.{ext}", label=profiled, ext=["png", "html"]),
+        "bandwidth": expand("results/bandwidth/bandwidth__{label}.csv", label=timed),
     }
 
 

@@ -1,7 +1,7 @@
-checkpoint profile:
-    # One profiler process per config. A checkpoint because whether it worked
-    # decides what the report needs: a crashed benchmark leaves an empty trace
-    # and a failed record, and the report lists it instead of its sunburst.
+rule profile:
+    # One profiler process per config. A crashed benchmark leaves an empty
+    # trace and a failed step record; the status checkpoint then keeps the
+    # per-op steps of that config out of the report's inputs.
     input:
         table=ancient("results/configs.tsv"),
     output:

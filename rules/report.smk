@@ -1,5 +1,6 @@
-rule status:
-    # One record per config: ok, or the step that failed with its log tail.
+checkpoint status:
+    # One record per config: ok, or the step that failed with its log tail. A
+    # checkpoint: what it says decides which per-op outputs the report needs.
     input:
         profile="results/steps/profile/{label}.json",
         timing="results/steps/timing/{label}.json",
@@ -62,12 +63,13 @@ rule latency_plot:
 
 rule report:
     input:
-        unpack(get_profiled_outputs),
+        unpack(get_per_op_outputs),
         results="results/benchmark_results.json",
         configs="results/configs.tsv",
         latency="results/plots/latency.html",
         status=get_status_files,
         environment="results/environment.json",
+        peak="results/peak_bandwidth.json",
         code=get_code_files("report"),
     output:
         html="results/report/index.html",
@@ -85,4 +87,5 @@ rule report:
         "python workflow/scripts/report.py --results {input.results} --configs {input.configs}"
         " --opcalls-dir results/opcalls --sunburst-dir results/sunburst"
         " --latency-html {input.latency} --status-dir results/status"
-        " --environment {input.environment} {params.compare} --out-dir results/report > {log} 2>&1"
+        " --environment {input.environment} --bandwidth-dir results/bandwidth --peak {input.peak}"
+        " {params.compare} --out-dir results/report > {log} 2>&1"

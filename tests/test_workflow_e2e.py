@@ -24,7 +24,7 @@ WORKFLOW_PARTS = ("Snakefile", "rules", "config", "envs", "profiles", "workflow"
 TINY = REPO / ".test" / "config_tiny" / "config.yaml"
 CRASH_LABEL = "T2_totalB1024_D16_sgd_no_caching_pool=none_cap=4K"
 GOOD_LABELS = ("T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K", "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K")
-PER_CONFIG_RULES = {"profile", "export", "breakdown", "sunburst", "timing", "status"}
+PER_CONFIG_RULES = {"profile", "export", "breakdown", "sunburst", "bandwidth", "timing", "status"}
 _JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 _LABEL = re.compile(r"^\s+wildcards: label=(\S+)$")
 
@@ -104,6 +104,7 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
         assert (results / "traces" / f"{label}.kineto.json.gz").stat().st_size > 0
         assert (results / "opcalls" / f"opcalls__{label}.csv").stat().st_size > 0
         assert (results / "sunburst" / f"{label}.png").stat().st_size > 0
+        assert (results / "bandwidth" / f"bandwidth__{label}.csv").stat().st_size > 0
         [record] = json.loads((results / "timing" / f"{label}.json").read_text())
         assert record["label"] == label and record["dyn_train_ms"] > 0
     failed = json.loads((results / "status" / f"{CRASH_LABEL}.json").read_text())
@@ -113,6 +114,7 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
     assert failed["steps"]["timing"]["ok"] is False
     assert (results / "traces" / f"{CRASH_LABEL}.kineto.json.gz").stat().st_size == 0
     assert not (results / "opcalls" / f"opcalls__{CRASH_LABEL}.csv").exists()
+    assert not (results / "bandwidth" / f"bandwidth__{CRASH_LABEL}.csv").exists()
     assert json.loads((results / "timing" / f"{CRASH_LABEL}.json").read_text()) == []
     aggregated = json.loads((results / "benchmark_results.json").read_text())
     assert sorted(r["label"] for r in aggregated) == sorted(GOOD_LABELS)
@@ -151,7 +153,7 @@ def test_one_config_params_rerun_only_that_config_and_aggregates(
     jobs = planned_jobs(done.stdout + done.stderr)
     assert {label for (rule, label) in jobs if rule in PER_CONFIG_RULES} == {changed}
     assert {rule for rule, _ in jobs} == {
-        "profile", "breakdown", "sunburst", "timing", "status",
+        "profile", "breakdown", "sunburst", "bandwidth", "timing", "status",
         "aggregate", "environment", "latency_plot", "report",
     }
     [record] = json.loads((own / "results" / "timing" / f"{changed}.json").read_text())
