@@ -21,6 +21,7 @@ from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOpt
 from dynemb.hash_table import BucketedHashTable
 from dynemb.kernels import torch_ops
 from dynemb.optimizers import OptimizerParams, initial_state, state_width
+from dynemb.segments import segmented_unique, segmented_unique_per_table
 
 CUDA = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if CUDA else "cpu")
@@ -212,3 +213,18 @@ def test_a_step_that_failed_after_writing_is_not_rerun(monkeypatch: pytest.Monke
     with pytest.raises(compiled_ops.PartialUpdateError):
         kernels.reduce_and_update(EmbOptimType.EXACT_SGD, rows, case["slots"], case["index_grads"], case["order"], case["counts"], case["params"], 1)
     assert torch.equal(rows, case["rows"]), "the torch path must not run after a partial update"
+
+
+def test_unique_of_all_tables_at_once_equals_per_table_unique() -> None:
+    generator = torch.Generator().manual_seed(0)
+    for trial in range(60):
+        sizes = torch.randint(0, 30, (int(torch.randint(2, 5, (1,), generator=generator)),), generator=generator).tolist()
+        sizes[0] = 0 if trial % 5 == 0 else sizes[0]  # empty first and last tables
+        sizes[-1] = 0 if trial % 7 == 0 else sizes[-1]
+        bounds = [0, *torch.cumsum(torch.tensor(sizes), 0).tolist()]
+        ids = torch.randint(-5, 10, (bounds[-1],), generator=generator).to(DEVICE)  # ids shared across tables
+        batched = segmented_unique_per_table(ids, bounds)
+        for t, unique in enumerate(batched):
+            expected = segmented_unique(ids[bounds[t] : bounds[t + 1]])
+            for field in ("keys", "counts", "inverse", "order"):
+                assert torch.equal(getattr(unique, field), getattr(expected, field)), (trial, t, field)

@@ -16,7 +16,7 @@ import torch
 from dynemb import kernels
 from dynemb.options import PoolingMode
 from dynemb.ranges import emit_range, op_range
-from dynemb.segments import UniqueIds, segmented_unique, unpool_grad
+from dynemb.segments import UniqueIds, segmented_unique_per_table, unpool_grad
 from dynemb.storage import UpdatePlan
 from dynemb.validation import BatchLayout
 
@@ -55,10 +55,10 @@ def lookup_batch(module: BatchedDynamicEmbeddingTables, indices: torch.Tensor, l
         output = torch.empty(indices.numel(), module.tables[0].dim, dtype=torch.float32, device=indices.device)
     saved: list[TableBatch] = []
     column = 0
-    for t, table in enumerate(module.tables):
+    with op_range("segmented_unique"):
+        uniques = segmented_unique_per_table(indices, layout.bounds)
+    for t, (table, unique) in enumerate(zip(module.tables, uniques, strict=True)):
         start, stop = layout.bounds[t], layout.bounds[t + 1]
-        with op_range("segmented_unique"):
-            unique = segmented_unique(indices[start:stop])
         emb, plan = table.lookup(unique.keys, unique.counts, training)
         lengths = bag_lengths(layout, t) if pooled else None
         with op_range("gather_embedding"):
