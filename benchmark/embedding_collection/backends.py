@@ -31,6 +31,7 @@ class Backend:
     module: torch.nn.Module
     prepare: Callable[[Batch], object]  # batch -> the module's input, built before timing
     forward: Callable[[object], list[torch.Tensor]]
+    ids_sent: Callable[[], int] | None = None  # ids this rank has sent to owners so far (dyn only)
 
 
 def dynemb_optimizer(name: str):  # noqa: ANN201 - dynemb.EmbOptimType, imported lazily
@@ -89,6 +90,7 @@ def build_dynamic(cfg: ECConfig, device: torch.device) -> Backend:
         module=module,
         prepare=lambda batch: (batch.ids, batch.offsets),
         forward=lambda inputs: [module(*inputs)],
+        ids_sent=lambda: module.ids_sent,
     )
 
 

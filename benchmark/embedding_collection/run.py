@@ -271,9 +271,10 @@ def run(cfg: ECConfig, where: Rank) -> dict[str, Any] | None:
         path = write_torch_trace(loop, cfg.warmup, label, where, cfg.trace_dir)
         print(f"rank {where.rank}: wrote {path}", flush=True)
         return None
-    sent_before = getattr(backend.module, "ids_sent", 0)
+    count_sent = backend.ids_sent or (lambda: 0)
+    sent_before = count_sent()
     fwd, bwd = timed_means(loop, cfg.warmup, cfg.iterations, label, nsys=cfg.profile == "nsys")
-    sent = (getattr(backend.module, "ids_sent", 0) - sent_before) / cfg.iterations
+    sent = (count_sent() - sent_before) / cfg.iterations
     per_rank = gather([fwd, bwd, sent], where.device, where.world_size)
     fwds, bwds, sents = ([r[k] for r in per_rank] for k in range(3))
     totals = [f + b for f, b in zip(fwds, bwds, strict=True)]
@@ -284,7 +285,7 @@ def run(cfg: ECConfig, where: Rank) -> dict[str, Any] | None:
         forward_ms_per_rank=fwds,
         backward_ms_per_rank=bwds,
         total_ms_per_rank=totals,
-        ids_sent_per_rank_per_iter=sents if cfg.use_dynamic_embedding else None,
+        ids_sent_per_rank_per_iter=sents if backend.ids_sent else None,
     )
     return record
 
