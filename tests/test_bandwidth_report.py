@@ -1,0 +1,113 @@
+"""The report shows bandwidth: GB/s and % of peak in every legend table, and the % of peak chart.
+
+The bandwidth CSVs come from the real bandwidth script run on each config's
+per-op CSV and record (tests/report_inputs.py), the peak from a real CPU copy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+from report_inputs import LABELS, write_results
+
+from embprof.bandwidth.peak import measure_peak, write_peak
+from embprof.report.build import ReportInputs, build_report
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location(
+    "bandwidth_script", ROOT / "workflow" / "scripts" / "bandwidth.py"
+)
+assert _spec is not None and _spec.loader is not None
+bandwidth_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bandwidth_script)
+FAILED = LABELS[3]
+pytestmark = pytest.mark.slow  # builds a whole report (kaleido PNGs)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = write_results(tmp_path_factory.mktemp("run") / "results", failed=FAILED)
+    write_peak(measure_peak("cpu", nbytes=16 << 20, repeats=2), root / "peak_bandwidth.json")
+    for label in LABELS:
+        if label == FAILED:
+            continue
+        (root / "timing" / f"{label}.json").write_text(
+            (root / "benchmark_results.json").read_text()
+        )
+        assert (
+            bandwidth_script.main(
+                [
+                    str(root / "opcalls" / f"opcalls__{label}.csv"),
+                    "--record",
+                    str(root / "timing" / f"{label}.json"),
+                    "--peak",
+                    str(root / "peak_bandwidth.json"),
+                    "--out",
+                    str(root / "bandwidth" / f"bandwidth__{label}.csv"),
+                ]
+            )
+            == 0
+        )
+    return build_report(
+        ReportInputs(
+            results=root / "benchmark_results.json",
+            configs=root / "configs.tsv",
+            opcalls_dir=root / "opcalls",
+            sunburst_dir=root / "sunburst",
+            latency_html=root / "plots" / "latency.html",
+            status_dir=root / "status",
+            environment=root / "environment.json",
+            out_dir=root / "report",
+            bandwidth_dir=root / "bandwidth",
+            peak=root / "peak_bandwidth.json",
+        )
+    )
+
+
+def _tables(html: str, article_id: str) -> list[str]:
+    article = re.search(rf'<article id="{article_id}">(.*?)</article>', html, re.S)
+    assert article, article_id
+    return re.findall(r"<table.*?</table>", article.group(1), re.S)
+
+
+def test_every_legend_table_has_gbps_and_pct_of_peak(report: Path) -> None:
+    html = report.read_text()
+    seen_formula = False
+    for label in LABELS:
+        if label == FAILED:
+            continue
+        tables = _tables(html, "config-" + re.sub(r"[^A-Za-z0-9_-]", "-", label))
+        assert tables, label
+        for table in tables:
+            headers = [h.strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", table, re.S)]
+            assert "GB/s" in headers and "% of peak" in headers, headers
+            gbps_at, pct_at, op_at = (
+                headers.index("GB/s"),
+                headers.index("% of peak"),
+                headers.index("op"),
+            )
+            rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]
+            cells = [
+                [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)] for row in rows
+            ]
+            by_op = {c[op_at]: (c[gbps_at], c[pct_at]) for c in cells}
+            if "gather_embedding" in by_op:  # a formula: numbers
+                gbps, pct = by_op["gather_embedding"]
+                assert float(gbps.replace(",", "")) > 0 and pct.endswith("%")
+                seen_formula = True
+            if "storage_find" in by_op:  # no formula: a dash, never a guess
+                assert by_op["storage_find"] == ("—", "—")
+    assert seen_formula
+
+
+def test_chart_of_pct_of_peak_across_configs(report: Path) -> None:
+    html = report.read_text()
+    section = re.search(r'<section id="bandwidth">(.*?)</section>', html, re.S)
+    assert section, "no bandwidth section"
+    assert 'data-figure="bandwidth-plot"' in section.group(1)
+    assert "measured" in section.group(1) and "GB/s" in section.group(1)
+    assert (report.parent / "figures" / "bandwidth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert 'href="#bandwidth"' in html
