@@ -228,3 +228,19 @@ def test_unique_of_all_tables_at_once_equals_per_table_unique() -> None:
             expected = segmented_unique(ids[bounds[t] : bounds[t + 1]])
             for field in ("keys", "counts", "inverse", "order"):
                 assert torch.equal(getattr(unique, field), getattr(expected, field)), (trial, t, field)
+
+
+def test_insert_reads_per_key_or_per_bucket_rows_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dynemb.hash_table as hash_table
+
+    outcomes = []
+    for limit in (1 << 24, 0):  # per-key rows (no host sync), then one row per touched bucket
+        monkeypatch.setattr(hash_table, "_ROWS_PER_KEY_LIMIT", limit)
+        table, _ = _filled_table(3, 5, seed=9)  # full buckets, so inserts evict and refuse
+        keys = torch.arange(1000, 1012, device=DEVICE)
+        protect = table.find(torch.arange(-50, 150, device=DEVICE))  # some of the stored ids
+        slots, evicted = table.insert(keys, torch.full_like(keys, 99), protect=protect)
+        outcomes.append((slots, evicted.mask, evicted.keys, table._keys.clone(), table._scores.clone(), table._occupied.clone()))
+    assert (outcomes[0][0] < 0).any() and outcomes[0][1].any(), "the case must refuse and evict"
+    for per_key, per_bucket in zip(*outcomes, strict=True):
+        assert torch.equal(per_key, per_bucket)
