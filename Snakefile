@@ -22,6 +22,7 @@ include: "rules/report.smk"
 # Cheap whole-workflow steps stay on the submitting host under a cluster executor.
 localrules:
     all,
+    measure,
     collect,
     status,
     environment,
@@ -34,3 +35,10 @@ rule all:
     default_target: True
     input:
         get_final_output(),
+
+
+# Profiles, timings, per-op tables and bandwidth, without drawing anything: for
+# a GPU host that has no browser; `report` then draws from the copied results/.
+rule measure:
+    input:
+        unpack(get_measured_outputs),

@@ -47,10 +47,12 @@ NSYS_ARG = f"--nsys {shlex.quote(NSYS)}" if NSYS else ""
 CODE = {
     "measured": ["benchmark", "src/dynemb"],
     "breakdown": ["workflow/scripts/breakdown.py", "src/embprof/trace", "config/kernel_categories.yaml"],
-    "sunburst": ["workflow/scripts/sunburst.py", "src/embprof/plots"],
-    "aggregate": ["workflow/scripts/aggregate.py"],
-    "latency_plot": ["workflow/scripts/latency_plot.py", "src/embprof/plots"],
-    "report": ["workflow/scripts/report.py", "src/embprof/report", "src/embprof/plots"],
+    "sunburst": ["workflow/scripts/sunburst.py", "src/embprof/plots", "src/embprof/report"],
+    "aggregate": ["workflow/scripts/aggregate.py", "src/embprof/report"],
+    "latency_plot": ["workflow/scripts/latency_plot.py", "src/embprof/plots", "src/embprof/report"],
+    "report": [
+        "workflow/scripts/report.py", "src/embprof/report", "src/embprof/plots", "src/embprof/bandwidth",
+    ],
     "bandwidth": ["workflow/scripts/bandwidth.py", "src/embprof/bandwidth", "config/bandwidth.yaml"],
     "peak_bandwidth": ["workflow/scripts/peak_bandwidth.py", "src/embprof/bandwidth/peak.py"],
 }
@@ -93,6 +95,10 @@ def get_test_id(wildcards):
     return configs[wildcards.label]
 
 
+# Size options shape the labels, so collection and every run of a config pass them alike.
+SIZE_ARGS = [f"--total-cap={config['total_cap']}"] if config["total_cap"] else []
+
+
 def get_run_settings(label):
     """The config's run settings: the global keys, then every matching override."""
     settings = {
@@ -102,6 +108,7 @@ def get_run_settings(label):
         "extra_args": [],
     }
     settings.update(overrides_for(label, config["overrides"]))
+    settings["extra_args"] = SIZE_ARGS + list(settings["extra_args"])
     return settings
 
 
@@ -163,10 +170,25 @@ def get_per_op_outputs(wildcards):
     }
 
 
+def get_measured_outputs(wildcards):
+    """Everything measured on the benchmark's host, no figures: what `measure` leaves for
+    `report` to draw elsewhere (a GPU host without a browser, then a workstation)."""
+    per_op = get_per_op_outputs(wildcards)
+    return {
+        "opcalls": per_op["opcalls"],
+        "bandwidth": per_op["bandwidth"],
+        "results": "results/benchmark_results.json",
+        "status": get_status_files(wildcards),
+        "environment": "results/environment.json",
+        "peak": "results/peak_bandwidth.json",
+    }
+
+
 def get_collect_options():
     """The config's selection as collect.py options (-k expression, label substrings)."""
     options = [shlex.quote(f"--select={config['select']}")] if config["select"] else []
     options += [shlex.quote(f"--label={s}") for s in config["labels"]]
+    options += [shlex.quote(f"--extra-arg={arg}") for arg in SIZE_ARGS]
     return " ".join(options)
 
 

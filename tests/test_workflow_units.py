@@ -254,6 +254,14 @@ def test_collect_lists_the_selected_configs_of_the_real_suite(tmp_path: Path) ->
     assert none.stderr.strip() == "collect: error: no benchmark configs match select='no_such_config'"
 
 
+def test_collect_passes_size_options_that_shape_labels(tmp_path: Path) -> None:
+    out = tmp_path / "configs.tsv"
+    done = _run_script("collect", "--preset", "smoke", "--label=_no_hbm_", "--select", "sgd",
+                       "--extra-arg=--total-cap=4096", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert [c.label for c in read_table(out)] == [HBM.replace("cap=4K", "cap=2K")]
+
+
 def test_status_refuses_records_of_another_config(tmp_path: Path) -> None:
     _record("profile", True).write(tmp_path / "p.json")
     done = _run_script("status", str(tmp_path / "p.json"), "--label", HBM, "--test-id", "t",

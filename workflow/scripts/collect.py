@@ -1,7 +1,7 @@
 """List the benchmark configs to run: ``pytest --collect-only -q`` -> results/configs.tsv.
 
     python workflow/scripts/collect.py --preset smoke [--select EXPR] [--label SUBSTR ...] \
-        --out results/configs.tsv
+        [--extra-arg=--total-cap=N] --out results/configs.tsv
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--select", default=None, help="pytest -k expression")
     parser.add_argument("--label", action="append", default=[],
                         help="keep configs whose label contains this (any of them; repeatable)")
+    parser.add_argument("--extra-arg", action="append", default=[],
+                        help="passed to the benchmark (size options that shape labels, e.g. --total-cap=N)")
     parser.add_argument("--suite", default=SUITE)
     parser.add_argument("--out", required=True)
     args = parser.parse_args(argv)
 
-    command = collect_command(args.preset, args.select, args.suite)
+    command = collect_command(args.preset, args.select, args.suite, extra_args=args.extra_arg)
     print("+", " ".join(command), flush=True)
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     sys.stdout.write(done.stdout + done.stderr)

@@ -35,12 +35,14 @@ def _run_options(
 
 
 def collect_command(
-    preset: str, select: str | None, suite: str = SUITE, python: str | None = None
+    preset: str, select: str | None, suite: str = SUITE, python: str | None = None,
+    extra_args: Sequence[str] = (),
 ) -> list[str]:
+    """``extra_args`` are the size options that shape labels (e.g. ``--total-cap``): every run repeats them."""
     command = [*_pytest(python), suite, "--collect-only", "-q", "--preset", preset, *_PYTEST_OPTIONS]
     if select:
         command += ["-k", select]
-    return command
+    return command + list(extra_args)
 
 
 def timing_command(
