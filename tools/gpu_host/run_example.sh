@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# On the GPU host, after install.sh: run the workflow's `measure` target (profile
+# with nsys, export, breakdown, timing, bandwidth; no figures, since the host has
+# no browser) with CONFIG (default examples/h200/config.yaml), then pack results/
+# without the traces into OUT/results.tgz. On a machine with a browser:
+#   tar xzf results.tgz && snakemake --cores 1 report --configfile CONFIG
+# draws the figures and the report from the measured files (nothing re-runs:
+# Snakemake does not redo steps whose outputs exist when only their traces are gone).
+set -uo pipefail
+config=${CONFIG:-examples/h200/config.yaml}
+out=${1:-gpu-example}
+mkdir -p "$out"
+source "${SITE:-/tmp/embprof-site}/env.sh"
+export PYTHONUNBUFFERED=1
+cores=$(nproc)
+# GPU jobs run one at a time (timing asks for every core already); CPU steps in parallel.
+python3 -m snakemake --cores "$cores" --set-threads profile="$cores" --keep-going measure \
+    --configfile "$config" --config "nsys=$NSYS" > "$out/snakemake.log" 2>&1
+rc=$?
+tail -n 25 "$out/snakemake.log"
+tar czf "$out/results.tgz" --exclude='results/traces' --exclude='results/sqlite' results
+exit $rc
