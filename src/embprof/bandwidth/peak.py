@@ -93,7 +93,8 @@ def measure_peak(device: str, nbytes: int | None = None, repeats: int = 10) -> P
         _time_copies(src, dst, repeats) if kind == "cpu" else _time_copies_cuda(src, dst, repeats)
     )
     moved = 2 * numel * 4
-    threads = f", {torch.get_num_threads()} threads" if kind == "cpu" else ""
+    count = torch.get_num_threads()
+    threads = f", {count} thread{'s' if count > 1 else ''}" if kind == "cpu" else ""
     return Peak(
         device=device,
         name=device_name(device),
