@@ -231,16 +231,39 @@ def test_unique_of_all_tables_at_once_equals_per_table_unique() -> None:
 
 
 def test_insert_reads_per_key_or_per_bucket_rows_alike(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dynemb.hash_table as hash_table
-
     outcomes = []
     for limit in (1 << 24, 0):  # per-key rows (no host sync), then one row per touched bucket
-        monkeypatch.setattr(hash_table, "_ROWS_PER_KEY_LIMIT", limit)
+        monkeypatch.setattr(torch_ops, "_ROWS_PER_KEY_LIMIT", limit)
         table, _ = _filled_table(3, 5, seed=9)  # full buckets, so inserts evict and refuse
         keys = torch.arange(1000, 1012, device=DEVICE)
         protect = table.find(torch.arange(-50, 150, device=DEVICE))  # some of the stored ids
         slots, evicted = table.insert(keys, torch.full_like(keys, 99), protect=protect)
-        outcomes.append((slots, evicted.mask, evicted.keys, table._keys.clone(), table._scores.clone(), table._occupied.clone()))
+        outcomes.append((slots, evicted.mask, evicted.keys[evicted.mask], table.keys.clone(), table.scores.clone(), table.occupied.clone()))
     assert (outcomes[0][0] < 0).any() and outcomes[0][1].any(), "the case must refuse and evict"
     for per_key, per_bucket in zip(*outcomes, strict=True):
         assert torch.equal(per_key, per_bucket)
+
+
+
+@kernels_here
+@pytest.mark.parametrize(("num_buckets", "bucket_capacity"), [(3, 5), (2, 40), (4, 8)])
+def test_place_keys_matches_torch(num_buckets: int, bucket_capacity: int) -> None:
+    results = []
+    for ops in (torch_ops, triton_ops):
+        table, _ = _filled_table(num_buckets, bucket_capacity, seed=bucket_capacity)
+        generator = torch.Generator().manual_seed(1)
+        table.scores.copy_(torch.randint(0, 4, table.scores.shape, generator=generator).to(DEVICE))  # ties of scores
+        keys = torch.arange(1000, 1000 + 3 * bucket_capacity, device=DEVICE)  # more than a bucket can take
+        scores = torch.arange(keys.numel(), device=DEVICE) + 50
+        sorted_buckets, order = torch.sort(table.buckets(keys), stable=True)
+        rank = torch.arange(keys.numel(), device=DEVICE) - torch.searchsorted(sorted_buckets, sorted_buckets)
+        protected = table._protected.clone()
+        protected[torch.randperm(table.capacity, generator=generator)[: table.capacity // 3].to(DEVICE)] = True
+        slots, mask, evicted_keys, evicted_scores = ops.place_keys(
+            sorted_buckets, rank, order, keys, scores, table._keys, table._scores, table._occupied, protected, bucket_capacity,
+        )
+        results.append((slots, mask, evicted_keys[mask], evicted_scores[mask], table.keys.clone(), table.scores.clone(), table.occupied.clone()))
+    expected_slots, expected_mask = results[0][:2]
+    assert (expected_slots < 0).any() and expected_mask.any(), "the case must refuse and evict"
+    for ours, reference in zip(results[1], results[0], strict=True):
+        assert torch.equal(ours, reference)

@@ -20,11 +20,6 @@ import torch
 
 from dynemb import kernels
 
-_INT64_MIN = torch.iinfo(torch.int64).min
-_INT64_MAX = torch.iinfo(torch.int64).max
-# Above this many (key, slot) pairs an insert reads one row per touched bucket, not per key.
-_ROWS_PER_KEY_LIMIT = 1 << 24
-
 
 @dataclass(frozen=True)
 class Evicted:
@@ -104,8 +99,8 @@ class BucketedHashTable:
         keys (in the order of ``keys``) take empty slots first, then occupied slots
         by ascending score (ties: lower position first). Slots in ``protect`` (ids
         this batch already uses; -1 allowed) and slots taken by this insert are never
-        evicted, so a batch never pushes out its own ids. Up to ``_ROWS_PER_KEY_LIMIT``
-        (key, slot) pairs no step here syncs the host.
+        evicted, so a batch never pushes out its own ids. No step syncs the host (bar
+        a bulk insert on the torch path, see ``torch_ops.place_keys``).
         """
         n = keys.numel()
         if n == 0:
@@ -115,35 +110,15 @@ class BucketedHashTable:
         sorted_buckets, order = torch.sort(self.buckets(keys), stable=True)
         # Rank of each key among the new keys of its bucket: its distance from its run's start.
         rank = torch.arange(n, device=self.device) - torch.searchsorted(sorted_buckets, sorted_buckets)
-        if n * cap <= _ROWS_PER_KEY_LIMIT:
-            # Each key reads its own bucket's row: no compaction, no host sync.
-            rows, row_of_key = sorted_buckets, torch.arange(n, device=self.device)
-        else:
-            # A bulk insert (a checkpoint load): one row per touched bucket bounds memory.
-            rows, counts = torch.unique_consecutive(sorted_buckets, return_counts=True)
-            row_of_key = torch.repeat_interleave(torch.arange(rows.numel(), device=self.device), counts, output_size=n)
-
         if protect is not None:
             protect = self._or_spare(protect)
             self._protected[protect] = True
-        priority = torch.where(self.occupied[rows], self.scores[rows], _INT64_MIN)
-        blocked = self._protected[:-1].view(self.num_buckets, cap)[rows]
-        priority = torch.where(blocked, _INT64_MAX, priority)
+        sorted_slots, evicted_mask, evicted_keys, evicted_scores = kernels.place_keys(
+            sorted_buckets, rank, order, keys, scores, self._keys, self._scores, self._occupied, self._protected, cap,
+        )
         if protect is not None:
             self._protected[protect] = False
-        ordered_priority, candidate = torch.sort(priority, dim=1, stable=True)
-        eligible = (ordered_priority != _INT64_MAX).sum(dim=1)
-
-        placed = rank < eligible[row_of_key]
-        position = candidate[row_of_key, rank.clamp(max=cap - 1)]
-        sorted_slots = torch.where(placed, sorted_buckets * cap + position, -1)
-        target = self._or_spare(sorted_slots)
-
-        evicted = Evicted(self._occupied[target], self._keys[target], sorted_slots, self._scores[target])
-        self._keys[target] = keys[order]
-        self._scores[target] = scores[order]
-        self._occupied[target] = True
-        self._occupied[self.capacity] = False
+        evicted = Evicted(evicted_mask, evicted_keys, sorted_slots, evicted_scores)
         slots = torch.empty_like(sorted_slots)
         slots[order] = sorted_slots
         self.version += 1

@@ -6,6 +6,8 @@ int64 with wrapping multiplication and logical (not arithmetic) right shifts.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 
@@ -44,6 +46,7 @@ def random_bits(keys: torch.Tensor, dim: int, seed: int) -> torch.Tensor:
     return mix64(mix64(keys).unsqueeze(1) ^ columns)
 
 
+@functools.cache
 def seed_word(seed: int) -> int:
     """``mix64(seed)`` as a Python int (the int64 with its bits)."""
     return int(mix64(torch.tensor(seed, dtype=torch.int64)))

@@ -98,3 +98,13 @@ def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
 def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: float) -> torch.Tensor:
     """Initial rows drawn uniform in (lower, upper) per (seed, id, column) (see ``torch_ops.uniform_rows``)."""
     return _run("uniform_rows", keys, keys, dim, seed, lower, upper)
+
+
+def place_keys(
+    sorted_buckets: torch.Tensor, rank: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor,
+    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, bucket_capacity: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Slot and write new keys, with score-based eviction (see ``torch_ops.place_keys``)."""
+    return _run(
+        "place_keys", keys, sorted_buckets, rank, order, keys, scores, table_keys, table_scores, occupied, protected, bucket_capacity,
+    )

@@ -13,6 +13,10 @@ from dynemb.options import EmbOptimType, PoolingMode
 
 # Keys per chunk in find: bounds the [chunk, bucket_capacity] compare matrix.
 _FIND_CHUNK = 1 << 16
+# Above this many (key, slot) pairs an insert reads one row per touched bucket, not per key.
+_ROWS_PER_KEY_LIMIT = 1 << 24
+_INT64_MIN = torch.iinfo(torch.int64).min
+_INT64_MAX = torch.iinfo(torch.int64).max
 
 
 def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
@@ -61,9 +65,47 @@ def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, m
     out.copy_(pooled)
 
 
+def place_keys(
+    sorted_buckets: torch.Tensor, rank: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor,
+    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, bucket_capacity: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Slot each new key ``keys[order[i]]`` (bucket ``sorted_buckets[i]``, ``rank[i]``-th new key there) and write it.
+
+    In its bucket the ``r``-th new key takes the ``r``-th slot by (priority, position):
+    empty slots first, then occupied ones by ascending score; ``protected`` slots
+    never. Per-slot arrays are flat with a spare last entry. Returns, per sorted key,
+    its slot (-1: no slot left) and what it evicted (mask, key, score).
+    """
+    n = sorted_buckets.numel()
+    cap = bucket_capacity
+    spare = occupied.numel() - 1
+    if n * cap <= _ROWS_PER_KEY_LIMIT:
+        # Each key reads its own bucket's row: no compaction, no host sync.
+        rows, row_of_key = sorted_buckets, torch.arange(n, device=keys.device)
+    else:
+        # A bulk insert (a checkpoint load): one row per touched bucket bounds memory.
+        rows, counts = torch.unique_consecutive(sorted_buckets, return_counts=True)
+        row_of_key = torch.repeat_interleave(torch.arange(rows.numel(), device=keys.device), counts, output_size=n)
+    per_bucket = spare // cap
+    priority = torch.where(occupied[:spare].view(per_bucket, cap)[rows], table_scores[:spare].view(per_bucket, cap)[rows], _INT64_MIN)
+    priority = torch.where(protected[:spare].view(per_bucket, cap)[rows], _INT64_MAX, priority)
+    ordered_priority, candidate = torch.sort(priority, dim=1, stable=True)
+    eligible = (ordered_priority != _INT64_MAX).sum(dim=1)
+    placed = rank < eligible[row_of_key]
+    position = candidate[row_of_key, rank.clamp(max=cap - 1)]
+    sorted_slots = torch.where(placed, sorted_buckets * cap + position, -1)
+    target = torch.where(placed, sorted_slots, spare)
+    evicted = (occupied[target], table_keys[target], table_scores[target])
+    table_keys[target] = keys[order]
+    table_scores[target] = scores[order]
+    occupied[target] = True
+    occupied[spare] = False
+    return sorted_slots, *evicted
+
+
 def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: float) -> torch.Tensor:
     """``[len(keys), dim]`` float32 uniform in (lower, upper), a pure function of (seed, id, column)."""
     return lower + (upper - lower) * uniform_open(random_bits(keys, dim, seed), 40)
 
 
-__all__ = ["bucket_of", "find_slots", "pool_rows", "reduce_and_update", "uniform_rows"]
+__all__ = ["bucket_of", "find_slots", "place_keys", "pool_rows", "reduce_and_update", "uniform_rows"]

@@ -12,6 +12,9 @@
 - ``bucket_of`` and ``uniform_rows``: the SplitMix64 bucket hash and the uniform
   initializer in one kernel each instead of a dozen elementwise torch ops (the
   same integer bits, so the same buckets and, up to float rounding, the same values).
+- ``place_keys``: an insert's slot choice (empty slots first, then lowest score,
+  protected slots never) planned per key from its bucket's row by pairwise compares,
+  then written by a second kernel: no per-bucket sort, no host sync.
 - ``pool_rows``: pooled SUM/MEAN straight from the unique rows through ``inverse``
   into the module's output columns, without the ``[indices, dim]`` intermediate.
 
@@ -45,6 +48,10 @@ _ELEMENT_BLOCK = 1024
 class PartialUpdateError(RuntimeError):
     """A step failed after it wrote to the rows: rerunning it another way would apply it twice."""
 
+
+# Priorities of empty and of protected slots in an insert (int64 extremes).
+_LOWEST = tl.constexpr(-(2**63))
+_HIGHEST = tl.constexpr(2**63 - 1)
 
 _OPTIMIZER_CODE = {
     EmbOptimType.EXACT_SGD: 0,
@@ -299,3 +306,80 @@ def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: f
             keys, out, n, seed_word(seed), lower, upper - lower, DIM=dim, BLOCK_D=block_d, BLOCK_K=block_k,
         )
     return out
+
+
+@triton.jit
+def _place_kernel(
+    sorted_bucket_ptr, rank_ptr, occupied_ptr, scores_ptr, protected_ptr, keys_ptr,
+    target_ptr, evicted_mask_ptr, evicted_key_ptr, evicted_score_ptr,
+    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
+):
+    """Plan one new key: its slot and what it evicts. Reads the table only, so keys of one bucket may run at once."""
+    i = tl.program_id(0)
+    base = tl.load(sorted_bucket_ptr + i) * CAP
+    rank = tl.load(rank_ptr + i)
+    s = tl.arange(0, BLOCK_C)
+    real = s < CAP
+    occupied = tl.load(occupied_ptr + base + s, mask=real, other=0) != 0
+    priority = tl.where(occupied, tl.load(scores_ptr + base + s, mask=real, other=0), _LOWEST)
+    blocked = (tl.load(protected_ptr + base + s, mask=real, other=1) != 0) | (real == 0)
+    priority = tl.where(blocked, _HIGHEST, priority)
+    # Position of each slot in the stable ascending order of priority (ties: lower position first).
+    order_of_slot = tl.zeros([BLOCK_C], dtype=tl.int32)
+    for c in range(0, BLOCK_C, CHUNK):
+        t = c + tl.arange(0, CHUNK)
+        t_real = t < CAP
+        t_occupied = tl.load(occupied_ptr + base + t, mask=t_real, other=0) != 0
+        t_priority = tl.where(t_occupied, tl.load(scores_ptr + base + t, mask=t_real, other=0), _LOWEST)
+        t_blocked = (tl.load(protected_ptr + base + t, mask=t_real, other=1) != 0) | (t_real == 0)
+        t_priority = tl.where(t_blocked, _HIGHEST, t_priority)
+        ahead = (t_priority[None, :] < priority[:, None]) | ((t_priority[None, :] == priority[:, None]) & (t[None, :] < s[:, None]))
+        order_of_slot += tl.sum(ahead.to(tl.int32), axis=1)
+    eligible = tl.sum((blocked == 0).to(tl.int32), axis=0)
+    placed = rank < eligible
+    position = tl.sum(tl.where(order_of_slot == rank, s, 0), axis=0)
+    target = tl.where(placed, base + position, -1)
+    tl.store(target_ptr + i, target)
+    safe = tl.where(placed, target, 0)
+    tl.store(evicted_mask_ptr + i, (tl.load(occupied_ptr + safe) != 0) & placed)
+    tl.store(evicted_key_ptr + i, tl.where(placed, tl.load(keys_ptr + safe), 0))
+    tl.store(evicted_score_ptr + i, tl.where(placed, tl.load(scores_ptr + safe), 0))
+
+
+@triton.jit
+def _write_kernel(target_ptr, order_ptr, new_keys_ptr, new_scores_ptr, keys_ptr, scores_ptr, occupied_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    target = tl.load(target_ptr + offs, mask=valid, other=-1)
+    write = valid & (target >= 0)
+    source = tl.load(order_ptr + offs, mask=write, other=0)
+    tl.store(keys_ptr + target, tl.load(new_keys_ptr + source, mask=write, other=0), mask=write)
+    tl.store(scores_ptr + target, tl.load(new_scores_ptr + source, mask=write, other=0), mask=write)
+    tl.store(occupied_ptr + target, tl.full([BLOCK], 1, tl.uint8), mask=write)
+
+
+def place_keys(
+    sorted_buckets: torch.Tensor, rank: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor,
+    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, bucket_capacity: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Slot and write new keys exactly as ``torch_ops.place_keys``: a planning kernel that only reads the table
+    (one program per key, its bucket's slot order by pairwise compares), then a kernel that writes the keys."""
+    n = sorted_buckets.numel()
+    device = keys.device
+    target = torch.empty(n, dtype=torch.int64, device=device)
+    evicted_mask = torch.empty(n, dtype=torch.bool, device=device)
+    evicted_keys = torch.empty(n, dtype=torch.int64, device=device)
+    evicted_scores = torch.empty(n, dtype=torch.int64, device=device)
+    if n == 0:
+        return target, evicted_mask, evicted_keys, evicted_scores
+    occupied_bytes = occupied.view(torch.uint8)
+    block_c = triton.next_power_of_2(bucket_capacity)
+    _place_kernel[(n,)](
+        sorted_buckets, rank, occupied_bytes, table_scores, protected.view(torch.uint8), table_keys,
+        target, evicted_mask.view(torch.uint8), evicted_keys, evicted_scores,
+        CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c),
+    )
+    _write_kernel[(triton.cdiv(n, _ELEMENT_BLOCK),)](
+        target, order, keys, scores, table_keys, table_scores, occupied_bytes, n, BLOCK=_ELEMENT_BLOCK,
+    )
+    return target, evicted_mask, evicted_keys, evicted_scores
