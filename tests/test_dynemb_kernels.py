@@ -102,6 +102,21 @@ def test_find_matches_torch_with_collisions_and_evictions(num_buckets: int, buck
     assert torch.equal(triton_ops.find_slots(*args), expected)
 
 
+@kernels_here
+@pytest.mark.parametrize("add_counts", [False, True])
+def test_find_and_touch_matches_torch(add_counts: bool) -> None:
+    results = []
+    for ops in (torch_ops, triton_ops):
+        table, queries = _filled_table(4, 8, seed=3)
+        counts = torch.arange(1, queries.numel() + 1, device=DEVICE)
+        hits, misses = torch.tensor(5, device=DEVICE), torch.tensor(7, device=DEVICE)
+        slots = ops.find_and_touch(queries, table.buckets(queries), table._keys, table._occupied, table._scores, 8, counts, 42, add_counts, hits, misses)
+        results.append((slots, table.scores.clone(), hits, misses))
+    assert (results[0][0] >= 0).any() and (results[0][0] < 0).any()
+    for ours, reference in zip(results[1], results[0], strict=True):
+        assert torch.equal(ours, reference)
+
+
 def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
     """Rows of a table, and a batch of index gradients whose ids repeat (one id more than two pieces long)."""
     generator = torch.Generator().manual_seed(seed)

@@ -77,6 +77,15 @@ class BucketedHashTable:
         """Slot of each key, -1 where absent (one probe kernel on CUDA, chunked compares on the CPU)."""
         return kernels.find_slots(keys, self.buckets(keys), self._keys, self._occupied, self.bucket_capacity)
 
+    def find_and_touch(
+        self, keys: torch.Tensor, counts: torch.Tensor, clock: int, add_counts: bool, hits: torch.Tensor, misses: torch.Tensor,
+    ) -> torch.Tensor:
+        """``find``, then each found key's score becomes ``clock`` (or grows by its count, ``add_counts``);
+        ``hits``/``misses`` (device scalars) grow by the keys found/absent. One kernel on CUDA."""
+        return kernels.find_and_touch(
+            keys, self.buckets(keys), self._keys, self._occupied, self._scores, self.bucket_capacity, counts, clock, add_counts, hits, misses,
+        )
+
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
         """Scores at ``slots``; 0 for slot -1."""
         return torch.where(slots >= 0, self._scores[self._or_spare(slots)], 0)

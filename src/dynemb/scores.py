@@ -28,9 +28,6 @@ class ScorePolicy:
             return torch.full_like(counts, self.clock)
         return counts if previous is None else counts + previous
 
-    def touch(self, index: BucketedHashTable, slots: torch.Tensor, counts: torch.Tensor) -> None:
-        """Record an access of the ids at ``slots`` (-1 entries ignored), ``counts`` times each."""
-        if self.strategy is DynamicEmbScoreStrategy.TIMESTAMP:
-            index.set_scores(slots, torch.full_like(counts, self.clock))
-        else:
-            index.add_scores(slots, counts)
+    def find_and_touch(self, index: BucketedHashTable, keys: torch.Tensor, counts: torch.Tensor, hits: torch.Tensor, misses: torch.Tensor) -> torch.Tensor:
+        """Slots of ``keys`` (-1: absent); record an access of each found id, ``counts`` times, and count hits and misses."""
+        return index.find_and_touch(keys, counts, self.clock, self.strategy is DynamicEmbScoreStrategy.LFU, hits, misses)

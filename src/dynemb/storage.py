@@ -98,11 +98,6 @@ class DynamicTable:
         state = initial_state(self.optimizer, keys.numel(), self.dim, self.params, keys.device)
         return torch.cat([emb, state], dim=1)
 
-    def _count_lookups(self, found: torch.Tensor) -> None:
-        hits = found.sum()
-        self.hits += hits
-        self.misses += found.numel() - hits
-
     def _update_tier(self, tier: KeyValueTable, slots: torch.Tensor, grads: torch.Tensor, step: int) -> None:
         """Optimizer step on the rows at ``slots`` given summed ``grads`` (slot -1 rows go to the spare row and are discarded)."""
         rows = tier.rows.gather(slots)
@@ -151,12 +146,9 @@ class FlatTable(DynamicTable):
             return _rows_or_default(self.table, slots, keys, self.eval_initializer, self.dim), None
         self.scores.tick()
         with op_range("storage_find"):
-            slots = self.table.find(keys)
-            found = slots >= 0
-            self.scores.touch(self.table.index, slots, counts)
-            self._count_lookups(found)
+            slots = self.scores.find_and_touch(self.table.index, keys, counts, self.hits, self.misses)
         with op_range("flagged_compact"):
-            missing = torch.nonzero(~found).squeeze(1)
+            missing = torch.nonzero(slots < 0).squeeze(1)
         fresh = None
         if missing.numel():
             new_keys = keys[missing]
@@ -217,12 +209,9 @@ class CachedTable(DynamicTable):
         """
         self.scores.tick()
         with op_range("cache_lookup"):
-            slots = self.cache.find(keys)
-            found = slots >= 0
-            self.scores.touch(self.cache.index, slots, counts)
-            self._count_lookups(found)
+            slots = self.scores.find_and_touch(self.cache.index, keys, counts, self.hits, self.misses)
         with op_range("flagged_compact"):
-            missing = torch.nonzero(~found).squeeze(1)
+            missing = torch.nonzero(slots < 0).squeeze(1)
         if missing.numel() == 0:
             return slots, None, None
         miss_keys = keys[missing]

@@ -108,3 +108,13 @@ def place_keys(
     return _run(
         "place_keys", keys, sorted_buckets, rank, order, keys, scores, table_keys, table_scores, occupied, protected, bucket_capacity,
     )
+
+
+def find_and_touch(
+    keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor,
+    bucket_capacity: int, counts: torch.Tensor, clock: int, add_counts: bool, hits: torch.Tensor, misses: torch.Tensor,
+) -> torch.Tensor:
+    """Find, refresh the found ids' scores and count hits and misses (see ``torch_ops.find_and_touch``)."""
+    return _run(
+        "find_and_touch", keys, keys, buckets, table_keys, occupied, table_scores, bucket_capacity, counts, clock, add_counts, hits, misses,
+    )

@@ -29,6 +29,23 @@ def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tens
     ])
 
 
+def find_and_touch(
+    keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor,
+    bucket_capacity: int, counts: torch.Tensor, clock: int, add_counts: bool, hits: torch.Tensor, misses: torch.Tensor,
+) -> torch.Tensor:
+    """``find_slots``; found slots' scores set to ``clock`` (``add_counts``: raised by ``counts``); hits/misses counted."""
+    slots = find_slots(keys, buckets, table_keys, occupied, bucket_capacity)
+    target = torch.where(slots >= 0, slots, table_scores.numel() - 1)  # absent keys touch the spare entry
+    if add_counts:
+        table_scores.index_add_(0, target, counts)
+    else:
+        table_scores[target] = torch.full_like(counts, clock)
+    found = (slots >= 0).sum()
+    hits += found
+    misses += slots.numel() - found
+    return slots
+
+
 def _find_chunk(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, cap: int) -> torch.Tensor:
     # Buckets fill from position 0 and slots are never vacated, so the occupied
     # slots of a bucket are a prefix: the first equal key decides, and only its
@@ -108,4 +125,4 @@ def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: f
     return lower + (upper - lower) * uniform_open(random_bits(keys, dim, seed), 40)
 
 
-__all__ = ["bucket_of", "find_slots", "place_keys", "pool_rows", "reduce_and_update", "uniform_rows"]
+__all__ = ["bucket_of", "find_and_touch", "find_slots", "place_keys", "pool_rows", "reduce_and_update", "uniform_rows"]

@@ -3,6 +3,8 @@
 - ``find_slots``: one probe kernel per table; each key scans its bucket in chunks
   until it matches an occupied slot or reaches the first empty one (buckets fill as
   a prefix). No host sync, no ``[keys, bucket_capacity]`` compare matrix in memory.
+  ``find_and_touch`` (training lookups) also refreshes the found ids' scores and
+  counts hits and misses in the same kernel.
 - ``reduce_and_update``: the gradient rows of each unique id (ids sorted, so its
   rows are one segment of ``order``) are summed and the optimizer is applied in
   place to the stored row and its state, in one kernel, without atomics. Hot ids
@@ -62,7 +64,10 @@ _OPTIMIZER_CODE = {
 
 
 @triton.jit
-def _find_kernel(query_ptr, bucket_ptr, keys_ptr, occupied_ptr, out_ptr, n, CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+def _find_kernel(
+    query_ptr, bucket_ptr, keys_ptr, occupied_ptr, out_ptr, n, scores_ptr, counts_ptr, clock, hits_ptr, misses_ptr,
+    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr,
+):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n
     query = tl.load(query_ptr + offs, mask=valid, other=0)
@@ -83,6 +88,17 @@ def _find_kernel(query_ptr, bucket_ptr, keys_ptr, occupied_ptr, out_ptr, n, CAP:
         ended = tl.max((live & (occupied == 0)).to(tl.int32), axis=1) > 0
         active = active & (found == 0) & (ended == 0)
     tl.store(out_ptr + offs, result, mask=valid)
+    if TOUCH:
+        # Keys are unique, so each found slot is touched by one lane: no atomics on scores.
+        hit = valid & (result >= 0)
+        if ADD_COUNTS:
+            count = tl.load(counts_ptr + offs, mask=hit, other=0)
+            tl.store(scores_ptr + result, tl.load(scores_ptr + result, mask=hit, other=0) + count, mask=hit)
+        else:
+            tl.store(scores_ptr + result, tl.full([BLOCK], 0, tl.int64) + clock, mask=hit)
+        found_here = tl.sum(hit.to(tl.int64), axis=0)
+        tl.atomic_add(hits_ptr, found_here)
+        tl.atomic_add(misses_ptr, tl.sum(valid.to(tl.int64), axis=0) - found_here)
 
 
 def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
@@ -93,7 +109,27 @@ def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tens
         return out
     chunk = min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity))
     grid = (triton.cdiv(n, _FIND_BLOCK),)
-    _find_kernel[grid](keys, buckets, table_keys, occupied.view(torch.uint8), out, n, CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=chunk)
+    _find_kernel[grid](
+        keys, buckets, table_keys, occupied.view(torch.uint8), out, n, out, out, 0, out, out,
+        CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=chunk, TOUCH=False, ADD_COUNTS=False,
+    )
+    return out
+
+
+def find_and_touch(
+    keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor,
+    bucket_capacity: int, counts: torch.Tensor, clock: int, add_counts: bool, hits: torch.Tensor, misses: torch.Tensor,
+) -> torch.Tensor:
+    """``find_slots`` that also refreshes found slots' scores and counts hits and misses, in the same kernel."""
+    n = keys.numel()
+    out = torch.empty(n, dtype=torch.int64, device=keys.device)
+    if n == 0:
+        return out
+    chunk = min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity))
+    _find_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
+        keys, buckets, table_keys, occupied.view(torch.uint8), out, n, table_scores, counts, clock, hits, misses,
+        CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=chunk, TOUCH=True, ADD_COUNTS=add_counts,
+    )
     return out
 
 
