@@ -161,12 +161,20 @@ def _apply_optimizer(row_ptr, g, cols, cmask, lr, eps, beta1, beta2, weight_deca
 
 @triton.jit
 def _reduce_update_kernel(
-    grad_ptr, grad_stride, order_ptr, seg_ptr, owner_ptr, first_piece_ptr, slot_ptr, rows_ptr, row_stride, spare, partial_ptr, n_unique,
+    grad_ptr, grad_stride, order_ptr, seg_ptr, piece_end_ptr, first_piece_ptr, slot_ptr, rows_ptr, row_stride, spare, partial_ptr, n_unique,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, PIECE: tl.constexpr, OPT: tl.constexpr,
 ):
-    p = tl.program_id(0)
-    u = tl.load(owner_ptr + p)
+    p = tl.program_id(0).to(tl.int64)
+    # The id owning piece p: the first u with piece_end[u] > p (binary search; n_unique if none).
+    lo = p * 0
+    hi = p * 0 + n_unique
+    while lo < hi:
+        mid = (lo + hi) // 2
+        ahead = tl.load(piece_end_ptr + mid) <= p
+        lo = tl.where(ahead, mid + 1, lo)
+        hi = tl.where(ahead, hi, mid)
+    u = lo
     if u < n_unique:
         seg_start = tl.load(seg_ptr + u)
         seg_stop = tl.load(seg_ptr + u + 1)
@@ -186,7 +194,7 @@ def _reduce_update_kernel(
             slot = tl.where(slot >= 0, slot, spare)
             _apply_optimizer(rows_ptr + slot * row_stride, acc, cols, cmask, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
         else:
-            tl.store(partial_ptr + p.to(tl.int64) * DIM + cols, acc, mask=cmask)
+            tl.store(partial_ptr + p * DIM + cols, acc, mask=cmask)
 
 
 @triton.jit
@@ -232,14 +240,13 @@ def reduce_and_update(
     first_piece = piece_end - pieces
     # Pieces number at most n_unique + total // PIECE: a grid known without a host sync.
     grid = n_unique + total // _PIECE
-    owner = torch.searchsorted(piece_end, torch.arange(grid, dtype=torch.int64, device=device), right=True)
     partial = torch.empty(grid, dim, dtype=torch.float32, device=device)
     block_d = triton.next_power_of_2(dim)
     spare = rows.shape[0] - 1
     hyper = _hyper_parameters(params, step)
     meta = dict(DIM=dim, BLOCK_D=block_d, BLOCK_N=_BLOCK_N, PIECE=_PIECE, OPT=_OPTIMIZER_CODE[optimizer])
     _reduce_update_kernel[(grid,)](
-        index_grads, index_grads.stride(0), order, seg, owner, first_piece, slots, rows, rows.stride(0), spare, partial, n_unique,
+        index_grads, index_grads.stride(0), order, seg, piece_end, first_piece, slots, rows, rows.stride(0), spare, partial, n_unique,
         *hyper, **meta,
     )
     try:
