@@ -57,8 +57,11 @@ def _run(step: str, tensor: torch.Tensor, *args: object) -> object:
     """
     ops = _ops(tensor)
     if ops.__name__.endswith("triton_ops") and step not in _FAILED:
+        # The kernels index 1-D inputs densely; tables' own arrays are dense already, so
+        # nothing written in place is ever a copy.
+        dense = tuple(a.contiguous() if isinstance(a, torch.Tensor) and a.dim() == 1 else a for a in args)
         try:
-            return getattr(ops, step)(*args)
+            return getattr(ops, step)(*dense)
         except ops.PartialUpdateError:
             raise
         except Exception as error:  # noqa: BLE001 - any compile failure falls back, loudly
