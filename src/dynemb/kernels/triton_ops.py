@@ -22,8 +22,8 @@
 
 Each launcher takes the same arguments as its torch fallback (``dynemb.kernels``
 picks one); all tensors must be on one device and contiguous in their last dim.
-With ``TRITON_INTERPRET=1`` set before this module is imported, the kernels run on
-CPU tensors through Triton's interpreter (how the tests check them without a GPU).
+With ``TRITON_INTERPRET=1`` set before Triton is first imported, the kernels run
+on CPU tensors through Triton's interpreter (how the tests check them without a GPU).
 """
 
 from __future__ import annotations
