@@ -329,3 +329,47 @@ def test_categories_pick_the_first_matching_pattern(tmp_path):
     assert set(fallback["fallback_category"]) == {"everything"}  # memcpy/memset rows; kernels sit in ranges
     assert load_categories(cats).of("DeviceRadixSortOnesweepKernel") == "sorting"
     assert load_categories(cats).of("") == "other"
+
+
+TBE_THREADS = DATA / "nsys" / "h200_tbe_autograd_threads_nsys2025.3.sqlite"
+TBE_LABEL = "T2_totalB32_D16_sgd_gpu_pool=none_cap=1000"
+
+
+def _sql(path: Path, query: str) -> list[tuple]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute(query).fetchall()
+
+
+_ENCLOSING = """
+    SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+    JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+    WHERE EXISTS (
+        SELECT 1 FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+        WHERE n.eventType = 59 AND coalesce(n.domainId, 0) = 0 AND n.globalTid = r.globalTid
+          AND coalesce(s.value, n.text) = '{phase}' AND n.start <= r.start AND r.start < n.end)
+"""
+
+
+def test_backward_counts_only_kernels_launched_on_the_range_thread():
+    """Real H200 trace: `backward` ran with autograd multithreading off, `backward_mt` with it on."""
+    (result,) = run_breakdown([TBE_THREADS]).values()
+    rows = result.rows
+    backward_kernels = _sql(TBE_THREADS, _ENCLOSING.format(phase="backward"))[0][0]
+    worker_launched = _sql(TBE_THREADS, """
+        SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+        WHERE r.globalTid NOT IN (SELECT globalTid FROM NVTX_EVENTS WHERE eventType = 59)""")[0][0]
+    assert worker_launched > 0  # the default engine did move CUDA backward to another thread
+    counted = rows.loc[(rows["phase"] == "backward") & (rows["op"] != "memset"), "calls_per_iter"].sum()
+    assert counted * result.num_iters == backward_kernels
+    assert set(rows["phase"]) == {"forward", "backward"}
+
+
+def test_sidecar_has_backend_range_wall_time_per_iteration():
+    (result,) = run_breakdown([TBE_THREADS]).values()
+    (total_ns,) = _sql(TBE_THREADS, """
+        SELECT sum(n.end - n.start) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+        WHERE n.eventType = 59 AND coalesce(s.value, n.text) = 'trc'""")[0]
+    assert result.label == TBE_LABEL and result.num_iters == 2
+    assert result.busy_info()["range_ms_per_iter"] == pytest.approx({"trc": total_ns / 1e6 / 2})
+    assert result.range_ms_per_iter["trc"] > result.busy_ms_per_iter["trc"]

@@ -41,12 +41,15 @@ class Attributed:
 
     ``groups`` columns: label, backend, phase, parent_stages, op, is_op_range,
     kind, kernel_name, calls, total_ns. ``busy_ns`` maps (label, backend) to the
-    union of device time; ``iterations`` maps label to its iteration count.
+    union of device time; ``range_ns`` maps (label, backend) to the summed wall
+    time of the backend's ranges (what the profiled iterations took on the
+    host's clock); ``iterations`` maps label to its iteration count.
     """
 
     groups: pd.DataFrame
     busy_ns: dict[tuple[str, str], int]
     iterations: dict[str, int]
+    range_ns: dict[tuple[str, str], int]
 
 
 def classify(names: list[str], layout: str) -> tuple[np.ndarray, np.ndarray]:
@@ -153,6 +156,7 @@ class RangeContext:
     path_name: list[np.ndarray]
     iterations: dict[str, int]
     has_config_names: bool
+    backend_range_ns: dict[tuple[str, str], int]
 
 
 def range_context(ranges: Ranges, layout: str = "default") -> RangeContext:
@@ -196,13 +200,35 @@ def range_context(ranges: Ranges, layout: str = "default") -> RangeContext:
     if layout == "default" and len(iter_cfg):
         counts = pd.Series(name[iter_cfg[iter_cfg >= 0]]).value_counts()
         iterations = {ranges.names[int(k)]: int(v) for k, v in counts.items()}
+    backend_range_ns = _backend_range_ns(ranges, forest, cls, val, name, config_of, iter_of) if layout == "default" else {}
     forest.levels, forest.order = [], forest.order[:0]  # only needed above
     return RangeContext(
         forest=forest, layout=layout, names=ranges.names, name=name, parent=parent, config_of=config_of,
         iter_of=iter_of, backend_of=backend_of, phase_of=phase_of, op_of=op_of, path_of=path_of,
         parent_path=parent_path, path_name=path_name, iterations=iterations,
         has_config_names=bool((name_cls == CONFIG).any()),
+        backend_range_ns=backend_range_ns,
     )
+
+
+def _backend_range_ns(
+    ranges: Ranges, forest: Forest, cls: np.ndarray, val: np.ndarray, name: np.ndarray,
+    config_of: np.ndarray, iter_of: np.ndarray,
+) -> dict[tuple[str, str], int]:
+    """Summed wall time of the ``dyn``/``trc`` ranges that sit in an iteration of their own config."""
+    idx = np.flatnonzero(cls == BACKEND)
+    cfg, it = config_of[idx], iter_of[idx]
+    ok = (cfg >= 0) & (it >= 0)
+    ok[ok] = config_of[it[ok]] == cfg[ok]
+    idx, cfg = idx[ok], cfg[ok]
+    if not len(idx):
+        return {}
+    original = forest.order[idx]
+    wall = pd.DataFrame({
+        "label": name[cfg], "backend": val[idx],
+        "ns": (ranges.end[original] - ranges.start[original]).astype(np.int64),
+    }).groupby(["label", "backend"])["ns"].sum()
+    return {(ranges.names[int(lab)], BACKENDS[int(b)]): int(ns) for (lab, b), ns in wall.items()}
 
 
 def attribute(trace: Trace, layout: str = "default", context: RangeContext | None = None) -> Attributed:
@@ -302,7 +328,7 @@ def attribute(trace: Trace, layout: str = "default", context: RangeContext | Non
         part = o[cuts[k] : cuts[k + 1]]
         lab = label_names[int(key) // len(backend_names)]
         busy[(lab, backend_names[int(key) % len(backend_names)])] = _union_ns(s[part], e[part], presorted=True)
-    return Attributed(groups=out, busy_ns=busy, iterations=iterations)
+    return Attributed(groups=out, busy_ns=busy, iterations=iterations, range_ns=ctx.backend_range_ns)
 
 
 def trace_stem(path) -> str:

@@ -27,6 +27,7 @@ class LabelBreakdown:
     num_iters: int
     busy_ms_per_iter: dict[str, float]
     time_source: str
+    range_ms_per_iter: dict[str, float] = field(default_factory=dict)
     traces: list[str] = field(default_factory=list)
     dropped_unlaunched: int = 0
 
@@ -36,6 +37,7 @@ class LabelBreakdown:
             "time_source": self.time_source,
             "num_iters": self.num_iters,
             "busy_ms_per_iter": self.busy_ms_per_iter,
+            "range_ms_per_iter": self.range_ms_per_iter,
             "dropped_unlaunched": self.dropped_unlaunched,
             "traces": self.traces,
         }
@@ -52,21 +54,29 @@ def attribute_traces(traces: list[Trace], layout: str, categories: Path | None =
     for label, g in groups.groupby("label", sort=True):
         contributing = [(t, a) for t, a in parts if label in a.iterations and (a.groups["label"] == label).any()]
         num_iters = sum(a.iterations[label] for _, a in contributing)
-        busy: dict[str, float] = {}
-        for _, a in contributing:
-            for (lab, backend), ns in a.busy_ns.items():
-                if lab == label:
-                    busy[backend] = busy.get(backend, 0.0) + ns
+        busy = _per_backend(label, [a.busy_ns for _, a in contributing])
+        wall = _per_backend(label, [a.range_ns for _, a in contributing])
         out[label] = LabelBreakdown(
             label=label,
             rows=_rows(g, num_iters, cats.of),
             num_iters=num_iters,
             busy_ms_per_iter={b: ns / 1e6 / num_iters for b, ns in sorted(busy.items())},
+            range_ms_per_iter={b: ns / 1e6 / num_iters for b, ns in sorted(wall.items())},
             time_source="+".join(sorted({t.time_source for t, _ in contributing})),
             traces=[str(t.path) for t, _ in contributing],
             dropped_unlaunched=sum(t.dropped_unlaunched for t, _ in contributing),
         )
     return out
+
+
+def _per_backend(label: str, per_trace: list[dict[tuple[str, str], int]]) -> dict[str, float]:
+    """One label's nanoseconds per backend, summed over the traces that hold it."""
+    total: dict[str, float] = {}
+    for mapping in per_trace:
+        for (lab, backend), ns in mapping.items():
+            if lab == label:
+                total[backend] = total.get(backend, 0.0) + ns
+    return total
 
 
 def _rows(g: pd.DataFrame, num_iters: int, category_of) -> pd.DataFrame:
