@@ -208,7 +208,9 @@ def test_tables_train_the_same_with_kernels_and_torch(monkeypatch: pytest.Monkey
         tables = BatchedDynamicEmbeddingTables(options, optimizer, pooling, device=DEVICE, learning_rate=0.1)
         for ids, offsets in batches:
             out = tables(ids, offsets)
-            out.backward(torch.ones_like(out) * 0.01 + out.detach() * 0.1)
+            # Gradients kept away from zero: ADAM's m / sqrt(v) is ill-conditioned there, and
+            # summation-order noise (kernels vs torch) would then move rows by whole steps.
+            out.backward(torch.ones_like(out) * 0.5 + out.detach() * 0.1)
         results.append([tables.export_table(t) for t in range(2)])
     assert not kernels._FAILED, f"kernels fell back to torch: {kernels._FAILED}"
     for (keys_a, rows_a, state_a), (keys_b, rows_b, state_b) in zip(*results, strict=True):
