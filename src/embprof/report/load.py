@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,8 @@ class BusyTime:
 
     ms_per_iter: dict[str, float]
     time_source: str
+    # Wall time of each backend's ranges per profiled iteration; empty in older sidecars.
+    range_ms_per_iter: dict[str, float] = field(default_factory=dict)
 
     @property
     def cpu_leaf_ops(self) -> bool:
@@ -116,10 +118,16 @@ def read_busy(path: Path) -> BusyTime | None:
     # Traces of one label merge; their sources join with "+" (e.g. "cpu-leaf-ops+gpu-kernels").
     if not isinstance(source, str) or not set(source.split("+")) <= set(TIME_SOURCES):
         raise InputError(f"{path}: time_source must be made of {TIME_SOURCES}, got {source!r}")
-    per_backend = data.get("busy_ms_per_iter")
+    busy = _ms_per_backend(path, data, "busy_ms_per_iter")
+    walls = _ms_per_backend(path, data, "range_ms_per_iter") if "range_ms_per_iter" in data else {}
+    return BusyTime(ms_per_iter=busy, time_source=source, range_ms_per_iter=walls)
+
+
+def _ms_per_backend(path: Path, data: dict, key: str) -> dict[str, float]:
+    per_backend = data.get(key)
     if not isinstance(per_backend, dict):
-        raise InputError(f"{path}: busy_ms_per_iter must be an object backend -> ms")
-    busy = {}
+        raise InputError(f"{path}: {key} must be an object backend -> ms")
+    out = {}
     for backend, value in per_backend.items():
         if (
             not isinstance(value, (int, float))
@@ -127,9 +135,9 @@ def read_busy(path: Path) -> BusyTime | None:
             or not math.isfinite(value)
             or value < 0
         ):
-            raise InputError(f"{path}: busy ms of {backend!r} must be a number >= 0, got {value!r}")
-        busy[str(backend)] = float(value)
-    return BusyTime(ms_per_iter=busy, time_source=source)
+            raise InputError(f"{path}: {key} of {backend!r} must be a number >= 0, got {value!r}")
+        out[str(backend)] = float(value)
+    return out
 
 
 def _check_label(path: Path, label: Any, where: str) -> str:

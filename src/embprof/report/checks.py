@@ -1,0 +1,151 @@
+"""Checks that make a GPU run's numbers trustworthy, written down beside its report.
+
+- Consistency: per config and backend, the per-op rows add up to the backend's
+  GPU-busy time per iteration in the same trace (the union of its kernels and
+  copies). Rows count overlapping work twice and the union once, so a gap means
+  concurrency, or work the rows missed.
+- Profiler overhead: each backend's profiled iteration (the wall time of its
+  ``dyn``/``trc`` ranges in the trace) against the unprofiled timing run's
+  train ms of the same config.
+- DynamicEmb against TBE per suite, beside the reference system's published
+  H100 ratios.
+
+    python -m embprof.report.checks results/ --out examples/h200/CHECKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from embprof.labels import parse_label
+from embprof.report.load import (
+    InputError,
+    busy_json,
+    opcalls_csv,
+    read_busy,
+    read_opcalls,
+    read_results,
+)
+
+CONSISTENCY_TOLERANCE = 0.05
+# NVIDIA dynamicemb's published training-time ratios to TBE on an H100 (dyn / trc):
+# (mode, optimizer, cache footprint ratio) -> ratio.
+REFERENCE_H100_RATIOS = {
+    ("gpu", "sgd", None): 2.0,
+    ("gpu", "adam", None): 1.6,
+    ("caching", "sgd", 1.0): 2.6,
+    ("caching", "adam", 1.0): 0.86,
+}
+
+
+def consistency(results_dir: Path, labels: list[str]) -> pd.DataFrame:
+    """Per config and backend: summed per-op ms per iteration against GPU-busy ms per iteration."""
+    rows = []
+    for label in labels:
+        busy = read_busy(busy_json(results_dir / "opcalls", label))
+        if busy is None:
+            continue
+        ops = read_opcalls(opcalls_csv(results_dir / "opcalls", label))
+        summed = ops.groupby("backend")["avg_ms_per_iter"].sum()
+        for backend, busy_ms in sorted(busy.ms_per_iter.items()):
+            ops_ms = float(summed.get(backend, 0.0))
+            rows.append({
+                "label": label, "backend": backend, "ops_ms_per_iter": ops_ms, "busy_ms_per_iter": busy_ms,
+                "ops_over_busy": ops_ms / busy_ms if busy_ms else float("nan"),
+            })
+    table = pd.DataFrame(rows, columns=["label", "backend", "ops_ms_per_iter", "busy_ms_per_iter", "ops_over_busy"])
+    table["within_5pct"] = (table["ops_over_busy"] - 1).abs() <= CONSISTENCY_TOLERANCE
+    return table
+
+
+def overhead(results_dir: Path, records: list[dict]) -> pd.DataFrame:
+    """Per config and backend: profiled iteration wall ms against the unprofiled train ms."""
+    rows = []
+    for record in records:
+        busy = read_busy(busy_json(results_dir / "opcalls", record["label"]))
+        if busy is None:
+            continue
+        for backend, profiled in sorted(busy.range_ms_per_iter.items()):
+            timed = record.get(f"{backend}_train_ms")
+            if timed:
+                rows.append({
+                    "label": record["label"], "backend": backend, "profiled_ms_per_iter": profiled,
+                    "timed_train_ms": timed, "overhead_pct": 100 * (profiled / timed - 1),
+                })
+    return pd.DataFrame(rows, columns=["label", "backend", "profiled_ms_per_iter", "timed_train_ms", "overhead_pct"])
+
+
+def against_reference(records: list[dict]) -> pd.DataFrame:
+    """DynamicEmb / TBE training time per config, with the reference system's H100 ratio where published."""
+    rows = []
+    for record in records:
+        dyn, trc = record.get("dyn_train_ms"), record.get("trc_train_ms")
+        if not dyn or not trc:
+            continue
+        fields = parse_label(record["label"])
+        key = (fields.mode, fields.optimizer, fields.cache_footprint_ratio)
+        rows.append({
+            "label": record["label"], "mode": fields.mode, "optimizer": fields.optimizer,
+            "cfr": fields.cache_footprint_ratio, "dyn_train_ms": dyn, "trc_train_ms": trc,
+            "dyn_over_trc": dyn / trc, "reference_h100": REFERENCE_H100_RATIOS.get(key),
+        })
+    columns = ["label", "mode", "optimizer", "cfr", "dyn_train_ms", "trc_train_ms", "dyn_over_trc", "reference_h100"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _md(table: pd.DataFrame, floats: str = "{:.3f}") -> str:
+    if table.empty:
+        return "(nothing to check)\n"
+    shown = table.copy()
+    for column in shown.columns:
+        if pd.api.types.is_float_dtype(shown[column]):
+            shown[column] = shown[column].map(lambda v: "—" if pd.isna(v) else floats.format(v))
+    header = "| " + " | ".join(shown.columns) + " |\n| " + " | ".join("---" for _ in shown.columns) + " |\n"
+    return header + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in shown.itertuples(index=False))
+
+
+def checks_markdown(results_dir: Path) -> str:
+    results_dir = Path(results_dir)
+    records = [r for r in read_results(results_dir / "benchmark_results.json") if r.get("status", "ok") == "ok"]
+    labels = sorted(r["label"] for r in records)
+    sums = consistency(results_dir, labels)
+    passed = int(sums["within_5pct"].sum())
+    return (
+        "## Per-op rows against GPU-busy time\n\n"
+        f"Per config and backend, the per-op rows' ms per iteration summed, against the union of the "
+        f"backend's device work per iteration in the same trace: {passed} of {len(sums)} within "
+        f"{CONSISTENCY_TOLERANCE:.0%}.\n\n" + _md(sums)
+        + "\n## Profiled iteration against the unprofiled timing\n\n"
+        "Wall time of each backend's range per profiled iteration (nsys running) against the timing "
+        "run's train ms (no profiler) of the same config.\n\n" + _md(overhead(results_dir, records), "{:.2f}")
+        + "\n## DynamicEmb against TBE, beside the reference system\n\n"
+        "Train ms per iteration, dyn / trc, with NVIDIA dynamicemb's published H100 ratio where there is "
+        "one.\n\n" + _md(against_reference(records), "{:.2f}")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="a results/ folder (benchmark_results.json, opcalls/)")
+    parser.add_argument("--out", type=Path, help="write the Markdown here (default: stdout)")
+    args = parser.parse_args(argv)
+    try:
+        text = checks_markdown(args.results)
+    except (InputError, ValueError, KeyError) as exc:
+        print(f"checks: error: {exc}", file=sys.stderr)
+        return 1
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The GPU run's checks (per-op rows vs busy time, profiler overhead, ratios vs the reference)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from report_inputs import LABELS, write_results
+
+from embprof.report.checks import against_reference, checks_markdown, consistency, overhead
+from embprof.report.load import read_results
+
+
+def _with_walls(root: Path, label: str, walls: dict[str, float]) -> None:
+    path = root / "opcalls" / f"opcalls__{label}.busy.json"
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "range_ms_per_iter": walls}))
+
+
+def test_consistency_flags_rows_that_do_not_add_up(tmp_path: Path) -> None:
+    root = write_results(tmp_path, failed=None)  # busy = 0.97 x the summed rows
+    table = consistency(root, LABELS)
+    assert len(table) == 2 * 5 + 1  # dyn + trc, but adam (one config) has no trc
+    assert table["ops_over_busy"].round(6).eq(round(1 / 0.97, 6)).all()
+    assert table["within_5pct"].all()
+    busy = root / "opcalls" / f"opcalls__{LABELS[0]}.busy.json"
+    busy.write_text(json.dumps({"busy_ms_per_iter": {"dyn": 1.0, "trc": 0.55}, "time_source": "gpu-kernels"}))
+    first = consistency(root, LABELS[:1]).set_index("backend")
+    assert not first.loc["dyn", "within_5pct"]  # the rows add up to 1.68 ms
+    assert first.loc["trc", "within_5pct"]  # 0.55 ms of rows
+
+
+def test_overhead_compares_profiled_wall_time_with_the_timing_run(tmp_path: Path) -> None:
+    root = write_results(tmp_path, failed=None)
+    records = read_results(root / "benchmark_results.json")
+    assert overhead(root, records).empty  # sidecars without wall times: nothing to compare
+    _with_walls(root, LABELS[0], {"dyn": 2.5, "trc": 1.12})
+    table = overhead(root, records).set_index("backend")
+    dyn_train = records[0]["dyn_train_ms"]
+    assert table.loc["dyn", "overhead_pct"] == pytest.approx(100 * (2.5 / dyn_train - 1))
+    assert table.loc["trc", "timed_train_ms"] == records[0]["trc_train_ms"]
+
+
+def test_reference_ratios_where_published(tmp_path: Path) -> None:
+    root = write_results(tmp_path, failed=None)
+    table = against_reference(read_results(root / "benchmark_results.json")).set_index("label")
+    assert table.loc[LABELS[0], "reference_h100"] == 2.0  # sgd, all rows in GPU memory
+    assert table.loc[LABELS[2], "reference_h100"] == 2.6  # sgd, caching, cfr 1.0
+    assert pd.isna(table.loc[LABELS[1], "reference_h100"])  # cfr 0.5: nothing published
+    assert LABELS[4] not in table.index  # adam on the CPU: no baseline
+    row = table.loc[LABELS[0]]
+    assert row["dyn_over_trc"] == pytest.approx(row["dyn_train_ms"] / row["trc_train_ms"])
+
+
+def test_markdown_and_cli(tmp_path: Path) -> None:
+    root = write_results(tmp_path, failed=None)
+    text = checks_markdown(root)
+    assert "11 of 11 within 5%" in text and "| reference_h100 |" in text
+    out = tmp_path / "CHECKS.md"
+    done = subprocess.run([sys.executable, "-m", "embprof.report.checks", str(root), "--out", str(out)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and out.read_text() == text
+    bad = subprocess.run([sys.executable, "-m", "embprof.report.checks", str(tmp_path / "nowhere")],
+                         capture_output=True, text=True, check=False)
+    assert bad.returncode == 1
+    assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("checks: error:")
