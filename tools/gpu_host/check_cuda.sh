@@ -25,7 +25,7 @@ step tests_torch env DYNEMB_KERNELS=torch "${tests[@]}"
 step bench_tables_triton python3 benchmarks/bench_tables.py --json "$out/bench_tables_triton.json"
 step bench_tables_torch env DYNEMB_KERNELS=torch python3 benchmarks/bench_tables.py --json "$out/bench_tables_torch.json"
 step bench_table_ops_sgd python3 benchmarks/bench_table_ops.py --optimizer sgd --iterations 20
-step workflow_smoke_nsys python3 -m snakemake --cores "$(nproc)" --set-threads profile="$(nproc)" measure \
+step workflow_smoke_nsys python3 -m snakemake measure --cores "$(nproc)" --set-threads profile="$(nproc)" \
     --config preset=smoke profiler=nsys "nsys=$NSYS" "labels=[_sgd_gpu_,_sgd_caching_pool=none_cap=4K_cfr=1.0]"
 tar czf "$out/results-smoke-nsys.tgz" --exclude='results/traces' results 2>/dev/null
 exit $status

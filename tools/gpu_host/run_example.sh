@@ -14,7 +14,7 @@ source "${SITE:-/tmp/embprof-site}/env.sh"
 export PYTHONUNBUFFERED=1
 cores=$(nproc)
 # GPU jobs run one at a time (timing asks for every core already); CPU steps in parallel.
-python3 -m snakemake --cores "$cores" --set-threads profile="$cores" --keep-going measure \
+python3 -m snakemake measure --cores "$cores" --set-threads profile="$cores" --keep-going \
     --configfile "$config" --config "nsys=$NSYS" > "$out/snakemake.log" 2>&1
 rc=$?
 tail -n 25 "$out/snakemake.log"
