@@ -17,6 +17,7 @@ include: "rules/sunburst.smk"
 include: "rules/timing.smk"
 include: "rules/bandwidth.smk"
 include: "rules/report.smk"
+include: "rules/embedding_collection.smk"
 
 
 # Cheap whole-workflow steps stay on the submitting host under a cluster executor.
