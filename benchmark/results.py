@@ -17,6 +17,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from embprof.atomic import write_json
+
 RESULT_FIELDS = (
     "label",
     "gpu_name",
@@ -90,15 +92,7 @@ def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
     with FileLock(f"{target}.lock", timeout=LOCK_TIMEOUT_S):
         records = read_records(target) if target.exists() else []
         records.append(record)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")  # unique: we hold the lock
-        try:
-            with open(tmp, "w") as fh:
-                json.dump(records, fh, indent=1)
-                fh.write("\n")
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_json(target, records, indent=1)
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:

@@ -13,7 +13,6 @@ by launching thread only).
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +23,7 @@ from typing import Any
 import torch
 
 from dynemb.ranges import emit_range
+from embprof.atomic import atomic_path
 from embprof.labels import sanitize_label
 
 from .backends import build_baseline, build_dynamic_tables, mirror_baseline_rows
@@ -346,14 +346,8 @@ def run_torch_profile(cfg: BenchmarkConfig, opts: RunOptions) -> Path:
     with profile(activities=activities) as prof:
         profiled_iterations(work)
     target = torch_trace_path(opts.trace_dir, cfg.label)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp.json.gz")  # .gz: torch gzips by suffix
-    try:
-        prof.export_chrome_trace(str(tmp))
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_path(target, suffix=".json.gz") as tmp:
+        prof.export_chrome_trace(str(tmp))  # torch gzips by the suffix
     return target
 
 

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parents[2] / "src")
 )  # conda envs hold no project code
 
+from embprof.atomic import write_csv  # noqa: E402
 from embprof.bandwidth.achieved import achieved_bandwidth  # noqa: E402
 from embprof.bandwidth.peak import Peak, PeakError, read_peak  # noqa: E402
 from embprof.bandwidth.table import DEFAULT_TABLE, TableError, load_table  # noqa: E402
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     for note in [*notes, *([mismatch] if mismatch else [])]:
         print(f"bandwidth.py: {label}: {note}", file=sys.stderr)
-    _write_csv(frame, out)
+    write_csv(frame, out)
     covered = int(frame["achieved_gbps"].notna().sum())
     print(
         f"bandwidth.py: wrote {out}: {covered} of {len(frame)} ops with a bandwidth",
@@ -133,16 +132,6 @@ def _find_record(path: Path, label: str) -> dict[str, Any] | None:
     raise InputError(f"{path}: no record with label {label!r}")
 
 
-def _write_csv(frame: pd.DataFrame, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            frame.to_csv(fh, index=False)
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 if __name__ == "__main__":

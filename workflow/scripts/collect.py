@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from embprof.workflow.atomic import atomic_write_text  # noqa: E402
+from embprof.atomic import write_text  # noqa: E402
 from embprof.workflow.benchcli import SUITE, collect_command  # noqa: E402
 from embprof.workflow.configs import format_table, parse_collected, select_by_labels  # noqa: E402
 
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(exc))
     if not configs:
         return _fail(f"no benchmark configs match select={args.select!r} labels={args.label}")
-    atomic_write_text(args.out, format_table(configs))
+    write_text(args.out, format_table(configs))
     print(f"{len(configs)} configs -> {args.out}")
     return 0
 

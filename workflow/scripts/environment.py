@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from embprof.workflow.atomic import atomic_write_json  # noqa: E402
+from embprof.atomic import write_json  # noqa: E402
 from embprof.workflow.environment import describe_environment  # noqa: E402
 
 
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"environment: error: {path}: {exc}", file=sys.stderr)
             return 1
     env = describe_environment(args.preset, args.profiler, args.nsys, records)
-    atomic_write_json(args.out, env)
+    write_json(args.out, env)
     return 0
 
 

@@ -10,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from embprof.atomic import write_text
 from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import figure_div
-from embprof.plots.files import write_text_atomic
 from embprof.plots.latency import latency_figure, timed_configs
 from embprof.report.cli import run_guarded
 from embprof.report.html import figure_page
@@ -24,7 +24,7 @@ def write_latency_plot(results: Path, png: Path, html: Path) -> None:
     fig = latency_figure(records)
     page = figure_page("Latency per iteration", "latency-plot", figure_div(fig, "latency-plot"), [])
     export_pngs([PngJob(fig, png)])
-    write_text_atomic(html, page)
+    write_text(html, page)
     print(f"{png}, {html}: {len(timed_configs(records))} of {len(records)} configs timed")
 
 

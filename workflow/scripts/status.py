@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from embprof.workflow.atomic import atomic_write_json  # noqa: E402
+from embprof.atomic import write_json  # noqa: E402
 from embprof.workflow.steps import StepRecord, merge_status  # noqa: E402
 
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     if wrong:
         print(f"status: error: records of other configs given: {wrong}", file=sys.stderr)
         return 1
-    atomic_write_json(args.out, merge_status(args.label, args.test_id, records))
+    write_json(args.out, merge_status(args.label, args.test_id, records))
     return 0
 
 

@@ -10,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from embprof.atomic import write_text
 from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import BACKEND_NAMES, dom_id, figure_div
-from embprof.plots.files import write_text_atomic
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
 from embprof.report.cli import run_guarded
 from embprof.report.environment import CPU_STAND_IN_NOTE
@@ -44,7 +44,7 @@ def write_sunburst(opcalls: Path, png: Path, html: Path) -> None:
     note = CPU_STAND_IN_NOTE if busy is not None and busy.cpu_leaf_ops else ""
     page = figure_page(sunburst_title(label), figure_id, figure_div(fig, figure_id), items, note)
     export_pngs([PngJob(fig, png)])
-    write_text_atomic(html, page)
+    write_text(html, page)
     print(f"{png}, {html}: {len(frame)} op rows, backends {', '.join(legends) or 'none'}")
 
 

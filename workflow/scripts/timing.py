@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
-from embprof.workflow.atomic import atomic_write_json  # noqa: E402
+from embprof.atomic import write_json  # noqa: E402
 from embprof.workflow.benchcli import timing_command  # noqa: E402
 from embprof.workflow.runner import StepContext, run_and_publish, scratch_dir  # noqa: E402
 
@@ -32,7 +32,7 @@ def publish_record(produced: Path, label: str, out: str) -> None:
         raise ValueError(f"{produced.name} must hold a list with one record")
     if records[0].get("label") != label:
         raise ValueError(f"record label {records[0].get('label')!r} is not {label!r}")
-    atomic_write_json(out, records)
+    write_json(out, records)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         record = run_and_publish(
             ctx, command, produced,
             publish=lambda path: publish_record(path, args.label, args.out),
-            write_failed=lambda: atomic_write_json(args.out, []),
+            write_failed=lambda: write_json(args.out, []),
         )
     record.write(args.record)
     return 0

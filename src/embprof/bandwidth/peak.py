@@ -12,15 +12,14 @@ here to measure, and says so in ``source``.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from embprof.atomic import write_json
 from embprof.bandwidth.table import BandwidthTable
 
 if TYPE_CHECKING:
@@ -173,18 +172,7 @@ def read_peak(path: Path | str) -> Peak:
 
 
 def write_peak(peak: Peak, path: Path | str) -> None:
-    """Write atomically: a temporary file in the same folder, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(asdict(peak), fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(path, asdict(peak))
 
 
 def _now() -> str:

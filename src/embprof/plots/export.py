@@ -15,7 +15,7 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from embprof.plots.files import write_bytes_atomic
+from embprof.atomic import write_bytes
 
 # Debian's package installs /usr/bin/chromium; BROWSER_PATH overrides (choreographer's variable).
 BROWSER_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -64,7 +64,7 @@ def export_pngs(jobs: Sequence[PngJob]) -> None:
     except Exception as exc:  # kaleido and choreographer raise many kinds; report one line
         raise ExportError(f"static export failed: {type(exc).__name__}: {exc}") from exc
     for job, image in zip(jobs, images, strict=True):
-        write_bytes_atomic(job.path, image)
+        write_bytes(job.path, image)
 
 
 async def _render_all(jobs: Sequence[PngJob], browser: str) -> list[bytes]:

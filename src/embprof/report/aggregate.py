@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from embprof.plots.files import write_text_atomic
+from embprof.atomic import write_text
 from embprof.report.load import InputError, check_results, read_json
 
 
@@ -39,7 +39,7 @@ def write_results(records: list[dict[str, Any]], out: Path) -> Path:
     """Write the merged list once it passes the checks the report will make when reading it."""
     check_results(records, Path(out))
     text = json.dumps(_finite_or_null(records), indent=2, allow_nan=False) + "\n"
-    return write_text_atomic(out, text)
+    return write_text(out, text)
 
 
 def _finite_or_null(value: Any) -> Any:

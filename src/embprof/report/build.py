@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from markupsafe import Markup
 
+from embprof.atomic import atomic_path, write_text
 from embprof.bandwidth.peak import Peak, PeakError, read_peak
 from embprof.bandwidth.view import (
     BandwidthFileError,
@@ -29,7 +30,6 @@ from embprof.bandwidth.view import (
 )
 from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import BACKEND_NAMES, dom_id, figure_div
-from embprof.plots.files import write_text_atomic
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
 from embprof.report import compare, environment, markdown
@@ -225,8 +225,8 @@ def build_report(inputs: ReportInputs) -> Path:
         failed=failed,
         environment=environment.environment_rows(env),
     )
-    write_text_atomic(out / "summary.md", summary)
-    return write_text_atomic(out / "index.html", page)
+    write_text(out / "summary.md", summary)
+    return write_text(out / "index.html", page)
 
 
 def _config_sunburst(label: str, frame: pd.DataFrame) -> go.Figure:
@@ -280,9 +280,8 @@ def _write_pngs(
     for name, (make_fig, rendered) in wanted.items():
         target = figures_dir / name
         if rendered is not None and rendered.is_file():
-            tmp = target.with_name(f".{name}.copy")
-            shutil.copyfile(rendered, tmp)
-            tmp.replace(target)
+            with atomic_path(target) as tmp:
+                shutil.copyfile(rendered, tmp)
         else:
             jobs.append(PngJob(make_fig(), target))
     export_pngs(jobs)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from embprof.atomic import write_text
 from embprof.labels import parse_label
 from embprof.report.load import (
     InputError,
@@ -141,9 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         sys.stdout.write(text)
         return 0
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(args.out)
+    write_text(args.out, text)
     return 0
 
 

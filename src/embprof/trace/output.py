@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from embprof.atomic import write_csv, write_text
 from embprof.labels import sanitize_label
 
 CSV_COLUMNS = [
@@ -25,26 +24,13 @@ def busy_path(out_dir: Path, label: str) -> Path:
     return Path(out_dir) / f"opcalls__{sanitize_label(label)}.busy.json"
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write through a temporary file in the same directory, then rename: never a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", newline="") as fh:
-            write(fh)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_opcalls_csv(df: pd.DataFrame, path: Path) -> None:
     """The DESIGN.md columns, in order, nothing else."""
-    _atomic_write(Path(path), lambda fh: df[CSV_COLUMNS].to_csv(fh, index=False, float_format="%.9g"))
+    write_csv(df[CSV_COLUMNS], path, float_format="%.9g")
 
 
 def write_busy_json(info: dict, path: Path) -> None:
-    _atomic_write(Path(path), lambda fh: fh.write(json.dumps(info, indent=2, sort_keys=True) + "\n"))
+    write_text(path, json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def read_opcalls_csv(path: Path) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, BinaryIO
 
-from embprof.workflow.atomic import atomic_write_bytes, atomic_write_json
+from embprof.atomic import write_bytes, write_json
 
 TAIL_LINES = 40
 _TAIL_BYTES = 256 * 1024
@@ -42,7 +42,7 @@ class StepRecord:
     command: list[str] = field(default_factory=list)
 
     def write(self, path: str | os.PathLike[str]) -> None:
-        atomic_write_json(path, asdict(self))
+        write_json(path, asdict(self))
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> StepRecord:
@@ -119,4 +119,4 @@ def merge_status(label: str, test_id: str, records: Sequence[StepRecord]) -> dic
 
 def mark_failed_output(path: str | os.PathLike[str]) -> None:
     """Leave an empty file where a failed step's output belongs (its record says why)."""
-    atomic_write_bytes(path, b"")
+    write_bytes(path, b"")
