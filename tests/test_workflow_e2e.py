@@ -194,6 +194,25 @@ def test_results_copied_beside_a_fresh_checkout_rerun_nothing(
     assert "Nothing to be done" in done.stdout + done.stderr, planned_jobs(done.stdout)
 
 
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_measured_results_without_traces_or_figures_are_drawn_without_measuring(
+    tiny_run: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The GPU-host path: `measure` there, results/ copied without traces, `report` here."""
+    workdir, config = tiny_run
+    fresh = copy_workflow(tmp_path / "fresh")
+    subprocess.run(["cp", "-a", str(workdir / "results"), str(fresh / "results")], check=True)
+    for drawn in ("traces", "sunburst", "plots", "report"):
+        shutil.rmtree(fresh / "results" / drawn)
+    measure = snakemake(fresh, "-n", "--cores", "1", "measure", "--configfile", str(config))
+    assert measure.returncode == 0, measure.stderr[-3000:]
+    assert "Nothing to be done" in measure.stdout + measure.stderr, planned_jobs(measure.stdout)
+    report = snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config))
+    assert report.returncode == 0, report.stderr[-3000:]
+    assert {rule for rule, _ in planned_jobs(report.stdout)} == {"sunburst", "latency_plot", "report"}
+
+
 _LOCAL_RULES = """
 from pathlib import Path
 from snakemake.api import SnakemakeApi
