@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import os
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
 from embprof.atomic import write_json
+from embprof.versions import FBGEMM_DISTRIBUTIONS, package_version
 
 RESULT_FIELDS = (
     "label",
@@ -58,20 +58,10 @@ class ResultsFileError(RuntimeError):
     """The results file exists but is not a JSON list of records."""
 
 
-def package_version(*distributions: str) -> str | None:
-    """The installed version of the first distribution found (fbgemm ships as -gpu or -gpu-cpu)."""
-    for name in distributions:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
-
-
 def library_versions() -> dict[str, str | None]:
     return {
         "torch_version": package_version("torch"),
-        "fbgemm_gpu_version": package_version("fbgemm-gpu", "fbgemm-gpu-cpu", "fbgemm-gpu-nightly"),
+        "fbgemm_gpu_version": package_version(*FBGEMM_DISTRIBUTIONS),
         "torchrec_version": package_version("torchrec"),
     }
 
@@ -85,8 +75,14 @@ def check_record(record: dict[str, Any]) -> None:
 
 
 def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
-    """Append ``record`` to the JSON list at ``path`` (created when missing), atomically under a lock."""
+    """Append a benchmark record (DESIGN.md's fields) to the results file."""
     check_record(record)
+    append_to_json_list(path, record)
+
+
+def append_to_json_list(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
+    """Append ``record`` to the JSON list at ``path`` (created when missing), atomically under a lock,
+    so that concurrent runs never lose or corrupt a record."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{target}.lock", timeout=LOCK_TIMEOUT_S):

@@ -8,15 +8,10 @@ directory, rename it over the original.
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
-from benchmark.results import LOCK_TIMEOUT_S, read_records
+from benchmark.results import append_to_json_list
 
 EC_RESULT_FIELDS = (
     "label",
@@ -67,19 +62,6 @@ def check_record(record: dict[str, Any]) -> None:
 
 
 def append_record(path: str | os.PathLike[str], record: dict[str, Any]) -> None:
-    """Append ``record`` to the JSON list at ``path`` (created when missing), atomically under a lock."""
+    """Append an EmbeddingCollection record to its results file (atomically, under a lock)."""
     check_record(record)
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{target}.lock", timeout=LOCK_TIMEOUT_S):
-        records = read_records(target) if target.exists() else []
-        records.append(record)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "w") as fh:
-                json.dump(records, fh, indent=1)
-                fh.write("\n")
-            os.replace(tmp, target)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+    append_to_json_list(path, record)

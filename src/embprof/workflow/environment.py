@@ -7,18 +7,10 @@ import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-
-def _version(*distributions: str) -> str | None:
-    for name in distributions:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+from embprof.versions import FBGEMM_DISTRIBUTIONS, package_version
 
 
 def _first_line(command: list[str]) -> str | None:
@@ -61,9 +53,9 @@ def describe_environment(
         "cpu_name": cpu_name(),
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "fbgemm_gpu": _version("fbgemm-gpu", "fbgemm-gpu-cpu", "fbgemm_gpu", "fbgemm_gpu_cpu"),
-        "torchrec": _version("torchrec"),
-        "snakemake": _version("snakemake"),
+        "fbgemm_gpu": package_version(*FBGEMM_DISTRIBUTIONS),
+        "torchrec": package_version("torchrec"),
+        "snakemake": package_version("snakemake"),
         "profiler": profiler,
         "nsys_version": _first_line([nsys, "--version"]) if nsys else None,
         "preset": preset,
