@@ -155,34 +155,22 @@ def fmt_ms(value: Any) -> str:
     return f"{number:.3f}" if abs(number) >= 0.001 or number == 0 else f"{number:.2e}"
 
 
-def fmt_ratio(value: Any) -> str:
-    number = _number(value)
-    return MISSING if math.isnan(number) else f"{number:.2f}×"
+def _formatter(template: str) -> Formatter:
+    """A cell formatter: ``template`` for numbers, the missing mark for anything else."""
+
+    def fmt(value: Any) -> str:
+        number = _number(value)
+        return MISSING if math.isnan(number) else template.format(number)
+
+    return fmt
 
 
-def fmt_pct(value: Any) -> str:
-    number = _number(value)
-    return MISSING if math.isnan(number) else f"{number:.1f}%"
-
-
-def fmt_signed_pct(value: Any) -> str:
-    number = _number(value)
-    return MISSING if math.isnan(number) else f"{number:+.1f}%"
-
-
-def fmt_signed_ms(value: Any) -> str:
-    number = _number(value)
-    return MISSING if math.isnan(number) else f"{number:+.3f}"
-
-
-def fmt_gbps(value: Any) -> str:
-    number = _number(value)
-    return MISSING if math.isnan(number) else f"{number:,.1f}"
-
-
-def fmt_count(value: Any) -> str:
-    number = _number(value)
-    return MISSING if math.isnan(number) else f"{number:,.0f}"
+fmt_ratio = _formatter("{:.2f}×")
+fmt_pct = _formatter("{:.1f}%")
+fmt_signed_pct = _formatter("{:+.1f}%")
+fmt_signed_ms = _formatter("{:+.3f}")
+fmt_gbps = _formatter("{:,.1f}")
+fmt_count = _formatter("{:,.0f}")
 
 
 def fmt_calls(value: Any) -> str:
