@@ -15,20 +15,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embprof.labels import parse_label, sanitize_label
+from embprof.labels import parse_label
+from embprof.trace.output import CSV_COLUMNS, busy_path, opcalls_path
 
-OPCALLS_COLUMNS = (
-    "backend",
-    "phase",
-    "parent_stages",
-    "op",
-    "calls_per_iter",
-    "avg_ms_per_iter",
-    "total_ms",
-    "num_iters",
-    "kernel_names",
-    "fallback_category",
-)
+# The breakdown's CSV contract and file names (DESIGN.md), defined once where they are written.
+OPCALLS_COLUMNS = tuple(CSV_COLUMNS)
+opcalls_csv = opcalls_path
+busy_json = busy_path
 TEXT_COLUMNS = ("backend", "phase", "parent_stages", "op", "kernel_names", "fallback_category")
 NUMBER_COLUMNS = ("calls_per_iter", "avg_ms_per_iter", "total_ms", "num_iters")
 TIME_SOURCES = ("gpu-kernels", "cpu-leaf-ops")
@@ -37,14 +30,6 @@ STATUS_KEYS = ("label", "ok", "failed_step", "returncode", "log", "log_tail")
 
 class InputError(ValueError):
     """An input file is missing or does not follow its contract."""
-
-
-def opcalls_csv(opcalls_dir: Path, label: str) -> Path:
-    return Path(opcalls_dir) / f"opcalls__{sanitize_label(label)}.csv"
-
-
-def busy_json(opcalls_dir: Path, label: str) -> Path:
-    return Path(opcalls_dir) / f"opcalls__{sanitize_label(label)}.busy.json"
 
 
 def read_json(path: Path) -> Any:
