@@ -17,8 +17,15 @@ import sys
 import pytest
 import torch
 
-from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
-from dynemb.hash_table import BucketedHashTable
+from dynemb import (
+    BatchedDynamicEmbeddingTables,
+    DynamicEmbTableOptions,
+    EmbOptimType,
+    PoolingMode,
+    hashing,
+)
+from dynemb.hash_table import BucketedHashTable, SlotArrays
+from dynemb.hashing import seed_word
 from dynemb.kernels import torch_ops
 from dynemb.optimizers import OptimizerParams, initial_state, state_width
 from dynemb.segments import segmented_unique, segmented_unique_per_table
@@ -85,10 +92,16 @@ def test_bucket_of_is_bit_for_bit_the_torch_hash(num_buckets: int) -> None:
 @pytest.mark.parametrize(("dim", "seed"), [(12, 0), (130, (3 << 32) + 1), (1, 1)])
 def test_uniform_rows_match_torch(dim: int, seed: int) -> None:
     keys = torch.tensor([0, 1, -5, 2**62, 123_456_789, 1], device=DEVICE)  # a repeated id gets the same row
-    expected = torch_ops.uniform_rows(keys, dim, seed, -0.25, 0.5)
-    actual = triton_ops.uniform_rows(keys, dim, seed, -0.25, 0.5)
+    expected = torch_ops.uniform_rows(keys, dim, seed_word(seed), -0.25, 0.5)
+    actual = triton_ops.uniform_rows(keys, dim, seed_word(seed), -0.25, 0.5)
     torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-7)
     assert torch.equal(actual[1], actual[5]) and not torch.equal(actual[0], actual[1])
+    # One seed word per key (tables sharing storage): each row is its own seed's row.
+    words = torch.tensor([seed_word(seed + k) for k in range(keys.numel())], device=DEVICE)
+    per_key = triton_ops.uniform_rows(keys, dim, words, -0.25, 0.5)
+    torch.testing.assert_close(per_key, torch_ops.uniform_rows(keys, dim, words, -0.25, 0.5), rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(per_key[0], expected[0], rtol=1e-6, atol=1e-7)
+    assert not torch.equal(per_key[1], per_key[5])
 
 
 @kernels_here
@@ -113,6 +126,46 @@ def test_find_and_touch_matches_torch(add_counts: bool) -> None:
         slots = ops.find_and_touch(queries, table.buckets(queries), table._keys, table._occupied, table._scores, 8, counts, 42, add_counts, hits, misses)
         results.append((slots, table.scores.clone(), hits, misses))
     assert (results[0][0] >= 0).any() and (results[0][0] < 0).any()
+    for ours, reference in zip(results[1], results[0], strict=True):
+        assert torch.equal(ours, reference)
+
+
+@kernels_here
+@pytest.mark.parametrize("add_counts", [False, True])
+def test_group_find_matches_torch(add_counts: bool) -> None:
+    """Tables of different bucket counts in one set of slot arrays; a batch with repeats and an empty table."""
+    cap = 8
+    table_buckets = [4, 1, 3, 2]
+    base = [0, 5, 7, 11]  # each table's buckets, then its spare bucket
+    arrays = SlotArrays.allocate(13 * cap + 1, DEVICE)
+    generator = torch.Generator().manual_seed(int(add_counts))
+    for buckets, start in zip(table_buckets, base, strict=True):
+        view = BucketedHashTable(buckets, cap, DEVICE, arrays.region(start * cap, buckets * cap + 1))
+        keys = torch.unique(torch.randint(-40, 40, (buckets * cap,), generator=generator)).to(DEVICE)
+        keys = keys[torch.randperm(keys.numel(), generator=generator).to(DEVICE)]
+        rank = torch.zeros_like(keys)  # keep what fits in one insert, so every bucket fills a prefix
+        for b in torch.unique(view.buckets(keys)).tolist():
+            where = torch.nonzero(view.buckets(keys) == b).squeeze(1)
+            rank[where] = torch.arange(where.numel(), device=DEVICE)
+        view.insert(keys[rank < cap - 1], torch.full_like(keys[rank < cap - 1], 3))
+    sizes = [30, 0, 25, 41]
+    offsets = torch.tensor([0, 5, 30, 30, 30, 40, 55, 55, 96], device=DEVICE)  # batch size 2, bags of the 4 tables
+    indices = torch.randint(-50, 50, (sum(sizes),), generator=generator).to(DEVICE)
+    results = []
+    for ops in (torch_ops, triton_ops):
+        scores = arrays.scores.clone()
+        hits, misses = torch.zeros(4, dtype=torch.int64, device=DEVICE), torch.zeros(4, dtype=torch.int64, device=DEVICE)
+        slots, buckets = ops.group_find(
+            indices, offsets, 2, torch.tensor(table_buckets, device=DEVICE), torch.tensor(base, device=DEVICE),
+            arrays.keys, arrays.occupied, scores, cap, 42, add_counts, True, hits, misses,
+        )
+        results.append((slots, buckets, scores[:-1], hits, misses))
+    slots, buckets = results[0][:2]
+    assert (slots >= 0).any() and (slots < 0).any()
+    table = torch.tensor([0] * 30 + [2] * 25 + [3] * 41, device=DEVICE)
+    assert torch.equal(buckets, torch.tensor(base, device=DEVICE)[table] + torch.remainder(
+        hashing.mix64(indices), torch.tensor(table_buckets, device=DEVICE)[table]))
+    assert torch.equal(results[0][3] + results[0][4], torch.tensor([30, 0, 25, 41], device=DEVICE))
     for ours, reference in zip(results[1], results[0], strict=True):
         assert torch.equal(ours, reference)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dynemb import kernels
+from dynemb.device_group import GroupPlan
 from dynemb.options import PoolingMode
 from dynemb.ranges import emit_range, op_range
 from dynemb.segments import UniqueIds, segmented_unique_per_table, unpool_grad
@@ -41,12 +42,15 @@ def bag_lengths(layout: BatchLayout, table: int) -> torch.Tensor:
     return window[1:] - window[:-1]
 
 
-def lookup_batch(module: BatchedDynamicEmbeddingTables, indices: torch.Tensor, layout: BatchLayout, training: bool) -> tuple[torch.Tensor, list[TableBatch]]:
-    """Output in TBE layout and, per table, what backward needs.
+def lookup_batch(module: BatchedDynamicEmbeddingTables, indices: torch.Tensor, layout: BatchLayout, training: bool) -> tuple[torch.Tensor, list[TableBatch] | GroupPlan]:
+    """Output in TBE layout and what backward needs: a plan for tables sharing device storage, else one per table.
 
-    Each table writes its part straight into the output (rows ``start:stop`` for
-    pooling NONE, its columns for SUM/MEAN), so no concatenation copy follows.
+    In the per-table loop each table writes its part straight into the output
+    (rows ``start:stop`` for pooling NONE, its columns for SUM/MEAN), so no
+    concatenation copy follows.
     """
+    if training and module.group is not None:
+        return module.group.lookup(indices, layout, module.pooling_mode)
     pooled = module.pooling_mode is not PoolingMode.NONE
     if pooled:
         width = sum(table.dim for table in module.tables)
@@ -88,6 +92,10 @@ class DynamicEmbeddingFunction(torch.autograd.Function):
         with emit_range("DynamicEmbeddingFunction.backward"):
             grad_output = grad_output.contiguous()
             module.step += 1
+            if isinstance(ctx.saved, GroupPlan):
+                module.group.apply_gradients(ctx.saved, grad_output, module.pooling_mode, module.step)
+                ctx.saved = None
+                return None, None, None, None
             column = 0
             for table, batch in zip(module.tables, ctx.saved, strict=True):
                 with op_range("reduce_grads"):

@@ -43,10 +43,38 @@ class Evicted:
         return self.keys[real], self.slots[real], self.scores[real]
 
 
+@dataclass(frozen=True)
+class SlotArrays:
+    """The per-slot arrays of a hash table, each one entry longer than its slots (the spare).
+
+    A table allocates its own, or takes views of a larger set (``region``): tables
+    whose rows all live on the device share one set, so one kernel serves them all
+    (``dynemb.device_group``).
+    """
+
+    keys: torch.Tensor
+    scores: torch.Tensor
+    occupied: torch.Tensor
+    protected: torch.Tensor
+
+    @classmethod
+    def allocate(cls, length: int, device: torch.device) -> SlotArrays:
+        return cls(
+            torch.zeros(length, dtype=torch.int64, device=device),
+            torch.zeros(length, dtype=torch.int64, device=device),
+            torch.zeros(length, dtype=torch.bool, device=device),
+            torch.zeros(length, dtype=torch.bool, device=device),
+        )
+
+    def region(self, start: int, length: int) -> SlotArrays:
+        """Views of entries ``start:start + length``."""
+        return SlotArrays(*(array[start : start + length] for array in (self.keys, self.scores, self.occupied, self.protected)))
+
+
 class BucketedHashTable:
     """Key -> slot map with score-based eviction inside each bucket."""
 
-    def __init__(self, num_buckets: int, bucket_capacity: int, device: torch.device) -> None:
+    def __init__(self, num_buckets: int, bucket_capacity: int, device: torch.device, arrays: SlotArrays | None = None) -> None:
         if num_buckets <= 0 or bucket_capacity <= 0:
             raise ValueError(f"a hash table needs buckets and slots, got {num_buckets} x {bucket_capacity}")
         self.num_buckets = num_buckets
@@ -55,11 +83,10 @@ class BucketedHashTable:
         # Every per-slot array has one spare entry past the end (index ``capacity``):
         # writes for slot -1 (an absent id, a key that found no slot) land there, so
         # batch updates need no mask and no host sync. The spare is never occupied.
-        spare = self.capacity + 1
-        self._keys = torch.zeros(spare, dtype=torch.int64, device=device)
-        self._scores = torch.zeros(spare, dtype=torch.int64, device=device)
-        self._occupied = torch.zeros(spare, dtype=torch.bool, device=device)
-        self._protected = torch.zeros(spare, dtype=torch.bool, device=device)
+        arrays = SlotArrays.allocate(self.capacity + 1, device) if arrays is None else arrays
+        if arrays.keys.numel() != self.capacity + 1:
+            raise ValueError(f"slot arrays of {arrays.keys.numel()} entries for {self.capacity} slots and a spare")
+        self._keys, self._scores, self._occupied, self._protected = arrays.keys, arrays.scores, arrays.occupied, arrays.protected
         self.keys = self._keys[:-1].view(num_buckets, bucket_capacity)
         self.scores = self._scores[:-1].view(num_buckets, bucket_capacity)
         self.occupied = self._occupied[:-1].view(num_buckets, bucket_capacity)
@@ -111,12 +138,21 @@ class BucketedHashTable:
         evicted, so a batch never pushes out its own ids. No step syncs the host (bar
         a bulk insert on the torch path, see ``torch_ops.place_keys``).
         """
-        n = keys.numel()
-        if n == 0:
+        if keys.numel() == 0:
             empty = torch.empty(0, dtype=torch.int64, device=self.device)
             return empty, Evicted(torch.empty(0, dtype=torch.bool, device=self.device), empty, empty, empty)
-        cap = self.bucket_capacity
         sorted_buckets, order = torch.sort(self.buckets(keys), stable=True)
+        return self.insert_sorted(sorted_buckets, order, keys, scores, protect)
+
+    def insert_sorted(
+        self, sorted_buckets: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor, protect: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, Evicted]:
+        """``insert`` of ``keys[order]``, whose buckets ``sorted_buckets`` (ascending) the caller chose.
+
+        Tables sharing one set of arrays give each key a bucket of its own table's range.
+        """
+        n = keys.numel()
+        cap = self.bucket_capacity
         # Rank of each key among the new keys of its bucket: its distance from its run's start.
         rank = torch.arange(n, device=self.device) - torch.searchsorted(sorted_buckets, sorted_buckets)
         if protect is not None:

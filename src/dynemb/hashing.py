@@ -40,10 +40,15 @@ def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
     return torch.remainder(mix64(keys), num_buckets)
 
 
-def random_bits(keys: torch.Tensor, dim: int, seed: int) -> torch.Tensor:
-    """``[len(keys), dim]`` well-mixed int64 words, one per (id, column): a pure function of (seed, id, column)."""
-    columns = torch.arange(dim, dtype=torch.int64, device=keys.device) * GOLDEN_GAMMA + seed_word(seed)
-    return mix64(mix64(keys).unsqueeze(1) ^ columns)
+def random_bits(keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor) -> torch.Tensor:
+    """``[len(keys), dim]`` well-mixed int64 words, one per (id, column): a pure function of (seed, id, column).
+
+    ``seed_words`` is ``seed_word(seed)``, or one such word per key (tables that
+    share storage draw each key's row with its own table's seed).
+    """
+    columns = torch.arange(dim, dtype=torch.int64, device=keys.device) * GOLDEN_GAMMA
+    words = seed_words.unsqueeze(1) if isinstance(seed_words, torch.Tensor) else seed_words
+    return mix64(mix64(keys).unsqueeze(1) ^ (columns + words))
 
 
 @functools.cache

@@ -13,7 +13,7 @@ import math
 import torch
 
 from dynemb import kernels
-from dynemb.hashing import random_bits, uniform_open
+from dynemb.hashing import random_bits, seed_word, uniform_open
 from dynemb.options import DynamicEmbInitializerArgs, DynamicEmbInitializerMode
 
 
@@ -37,6 +37,7 @@ class Initializer:
     def __init__(self, args: DynamicEmbInitializerArgs, seed: int, max_capacity: int) -> None:
         self.args = args
         self.seed = seed
+        self.seed_word = seed_word(seed)
         if args.mode is DynamicEmbInitializerMode.UNIFORM:
             bound = 1.0 / math.sqrt(max_capacity)
             self.lower = -bound if args.lower is None else args.lower
@@ -47,14 +48,21 @@ class Initializer:
         if self.upper < self.lower:
             raise ValueError(f"initializer bounds reversed: lower={self.lower} > upper={self.upper}")
 
-    def __call__(self, keys: torch.Tensor, dim: int) -> torch.Tensor:
-        """``[len(keys), dim]`` float32 initial values on ``keys.device``."""
+    def same_draw_as(self, other: Initializer) -> bool:
+        """Same distribution (seed aside): one call with per-key seed words can serve both."""
+        return (self.args.mode, self.args.mean, self.args.std_dev, self.args.value, self.lower, self.upper) == (
+            other.args.mode, other.args.mean, other.args.std_dev, other.args.value, other.lower, other.upper,
+        )
+
+    def __call__(self, keys: torch.Tensor, dim: int, seed_words: torch.Tensor | None = None) -> torch.Tensor:
+        """``[len(keys), dim]`` float32 initial values on ``keys.device``; ``seed_words`` (one per key) replace the seed."""
+        words = self.seed_word if seed_words is None else seed_words
         mode = self.args.mode
         if mode is DynamicEmbInitializerMode.CONSTANT:
             return torch.full((keys.numel(), dim), self.args.value, dtype=torch.float32, device=keys.device)
         if mode is DynamicEmbInitializerMode.UNIFORM:
-            return kernels.uniform_rows(keys, dim, self.seed, self.lower, self.upper)
-        bits = random_bits(keys, dim, self.seed)
+            return kernels.uniform_rows(keys, dim, words, self.lower, self.upper)
+        bits = random_bits(keys, dim, words)
         if mode is DynamicEmbInitializerMode.NORMAL:
             return self.args.mean + self.args.std_dev * _standard_normal(bits)
         # TRUNCATED_NORMAL: inverse CDF of a uniform between the bounds' CDF values.

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import torch
 
-from dynemb.hash_table import BucketedHashTable, Evicted
+from dynemb.hash_table import BucketedHashTable, Evicted, SlotArrays
 from dynemb.row_store import RowStore
 
 
 class KeyValueTable:
     """id -> row of ``width`` floats, with eviction of the lowest-score id of a full bucket."""
 
-    def __init__(self, num_buckets: int, bucket_capacity: int, width: int, device_rows: int, device: torch.device) -> None:
-        self.index = BucketedHashTable(num_buckets, bucket_capacity, device)
-        self.rows = RowStore(self.index.capacity, width, device_rows, device)
+    def __init__(
+        self, num_buckets: int, bucket_capacity: int, width: int, device_rows: int, device: torch.device,
+        shared: tuple[SlotArrays, torch.Tensor] | None = None,
+    ) -> None:
+        """``shared``: (slot arrays, device rows) as views of a device group's storage, instead of its own."""
+        arrays, device_part = (None, None) if shared is None else shared
+        self.index = BucketedHashTable(num_buckets, bucket_capacity, device, arrays)
+        self.rows = RowStore(self.index.capacity, width, device_rows, device, device_part)
         self.device = device
 
     @property

@@ -16,13 +16,18 @@ import torch
 class RowStore:
     """Fixed-size row storage split between device and host memory at ``device_rows``."""
 
-    def __init__(self, capacity: int, width: int, device_rows: int, device: torch.device) -> None:
+    def __init__(self, capacity: int, width: int, device_rows: int, device: torch.device, device_part: torch.Tensor | None = None) -> None:
+        """``device_part``: the device rows as a view of a shared ``[.., width]`` tensor (tables of one device group)."""
         total = capacity + 1  # the spare row
         self.capacity = capacity
         self.width = width
         self.device = device
         self.device_rows = min(device_rows, total)
-        self.device_part = torch.zeros(self.device_rows, width, dtype=torch.float32, device=device)
+        if device_part is None:
+            device_part = torch.zeros(self.device_rows, width, dtype=torch.float32, device=device)
+        elif tuple(device_part.shape) != (self.device_rows, width):
+            raise ValueError(f"device rows of shape {tuple(device_part.shape)}, expected {(self.device_rows, width)}")
+        self.device_part = device_part
         host_rows = total - self.device_rows
         self.host_part = torch.zeros(host_rows, width, dtype=torch.float32)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from dynemb import kernels
+from dynemb.hash_table import SlotArrays
 from dynemb.initializers import Initializer
 from dynemb.key_value_table import KeyValueTable
 from dynemb.optimizers import OptimizerParams, initial_state, state_width, update_rows
@@ -90,9 +91,9 @@ class DynamicTable:
         self.misses.zero_()
         self.evictions.zero_()
 
-    def initial_rows(self, keys: torch.Tensor) -> torch.Tensor:
-        """Full rows (embedding and fresh optimizer state) for ids seen for the first time."""
-        emb = self.initializer(keys, self.dim)
+    def initial_rows(self, keys: torch.Tensor, seed_words: torch.Tensor | None = None) -> torch.Tensor:
+        """Full rows (embedding and fresh optimizer state) for ids seen for the first time (``seed_words``: per key)."""
+        emb = self.initializer(keys, self.dim, seed_words)
         if self.layout.width == self.dim:
             return emb
         state = initial_state(self.optimizer, keys.numel(), self.dim, self.params, keys.device)
@@ -130,9 +131,12 @@ class DynamicTable:
 class FlatTable(DynamicTable):
     """GPU, HYBRID and HOST modes: one hash table, rows wherever the layout puts them."""
 
-    def __init__(self, options: DynamicEmbTableOptions, layout: Layout, optimizer: EmbOptimType, params: OptimizerParams, seed: int, device: torch.device) -> None:
+    def __init__(
+        self, options: DynamicEmbTableOptions, layout: Layout, optimizer: EmbOptimType, params: OptimizerParams, seed: int, device: torch.device,
+        shared: tuple[SlotArrays, torch.Tensor] | None = None,
+    ) -> None:
         super().__init__(options, layout, optimizer, params, seed, device)
-        self.table = KeyValueTable(options.num_buckets, options.effective_bucket_capacity, layout.width, layout.device_rows, device)
+        self.table = KeyValueTable(options.num_buckets, options.effective_bucket_capacity, layout.width, layout.device_rows, device, shared)
 
     @property
     def capacity(self) -> int:

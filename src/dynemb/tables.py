@@ -5,12 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from dynemb.device_group import build_tables
 from dynemb.function import DynamicEmbeddingFunction, lookup_batch
 from dynemb.optimizers import OptimizerParams, initial_state, state_fields
 from dynemb.options import DynamicEmbTableOptions, EmbOptimType, PoolingMode, StorageMode
 from dynemb.ranges import emit_range, op_range
 from dynemb.segments import segmented_unique
-from dynemb.storage import DynamicTable, build_table
+from dynemb.storage import DynamicTable
 from dynemb.validation import check_batch
 
 
@@ -53,10 +54,10 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self.optimizer = optimizer
         self.params = OptimizerParams(learning_rate, eps, beta1, beta2, weight_decay, initial_accumulator_value)
         self.step = 0
-        self.tables: list[DynamicTable] = [
-            build_table(options, optimizer, self.params, options.seed + (t << 32), self.device)
-            for t, options in enumerate(table_options)
-        ]
+        seeds = [options.seed + (t << 32) for t, options in enumerate(table_options)]
+        self.tables: list[DynamicTable]
+        # Tables whose rows all fit on the device share one storage and train in one pass.
+        self.tables, self.group = build_tables(table_options, optimizer, self.params, seeds, self.device)
         self._anchor = torch.empty(0, device=self.device, requires_grad=True)
 
     @property

@@ -98,9 +98,9 @@ def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
     return _run("bucket_of", keys, keys, num_buckets)
 
 
-def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: float) -> torch.Tensor:
+def uniform_rows(keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float, upper: float) -> torch.Tensor:
     """Initial rows drawn uniform in (lower, upper) per (seed, id, column) (see ``torch_ops.uniform_rows``)."""
-    return _run("uniform_rows", keys, keys, dim, seed, lower, upper)
+    return _run("uniform_rows", keys, keys, dim, seed_words, lower, upper)
 
 
 def place_keys(
@@ -120,4 +120,16 @@ def find_and_touch(
     """Find, refresh the found ids' scores and count hits and misses (see ``torch_ops.find_and_touch``)."""
     return _run(
         "find_and_touch", keys, keys, buckets, table_keys, occupied, table_scores, bucket_capacity, counts, clock, add_counts, hits, misses,
+    )
+
+
+def group_find(
+    indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, table_buckets: torch.Tensor, table_base: torch.Tensor,
+    table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
+    clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(slot, bucket) of every index of a batch over tables sharing slot arrays (see ``torch_ops.group_find``)."""
+    return _run(
+        "group_find", indices, indices, offsets, batch_size, table_buckets, table_base, table_keys, occupied, table_scores,
+        bucket_capacity, clock, add_counts, touch, hits, misses,
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from dynemb.hashing import bucket_of, random_bits, uniform_open
+from dynemb.hashing import bucket_of, mix64, random_bits, uniform_open
 from dynemb.optimizers import OptimizerParams, update_rows
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -44,6 +44,35 @@ def find_and_touch(
     hits += found
     misses += slots.numel() - found
     return slots
+
+
+def group_find(
+    indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, table_buckets: torch.Tensor, table_base: torch.Tensor,
+    table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
+    clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Slot (-1: absent) and bucket of every index of a TBE batch, over tables that share one set of slot arrays.
+
+    Index ``i`` belongs to the last table ``t`` with ``offsets[t * batch_size] <= i``;
+    table ``t`` owns buckets ``table_base[t] + [0, table_buckets[t])``. Indices repeat,
+    so with ``touch`` a found slot's score is set to ``clock`` (or, ``add_counts``,
+    raised by one per index), and ``hits[t]``/``misses[t]`` count lookups per index.
+    """
+    n = indices.numel()
+    bounds = offsets[::batch_size].contiguous()
+    table = torch.searchsorted(bounds, torch.arange(n, device=indices.device), right=True) - 1
+    buckets = table_base[table] + torch.remainder(mix64(indices), table_buckets[table])
+    slots = find_slots(indices, buckets, table_keys, occupied, bucket_capacity)
+    if touch:
+        found = slots >= 0
+        target = torch.where(found, slots, table_scores.numel() - 1)  # absent keys touch the spare entry
+        if add_counts:
+            table_scores.index_add_(0, target, torch.ones_like(target))
+        else:
+            table_scores[target] = clock
+        hits.index_add_(0, table, found.to(torch.int64))
+        misses.index_add_(0, table, (~found).to(torch.int64))
+    return slots, buckets
 
 
 def _find_chunk(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, cap: int) -> torch.Tensor:
@@ -120,9 +149,12 @@ def place_keys(
     return sorted_slots, *evicted
 
 
-def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: float) -> torch.Tensor:
-    """``[len(keys), dim]`` float32 uniform in (lower, upper), a pure function of (seed, id, column)."""
-    return lower + (upper - lower) * uniform_open(random_bits(keys, dim, seed), 40)
+def uniform_rows(keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float, upper: float) -> torch.Tensor:
+    """``[len(keys), dim]`` float32 uniform in (lower, upper), a pure function of (seed, id, column).
+
+    ``seed_words``: ``hashing.seed_word(seed)``, or a tensor of one such word per key.
+    """
+    return lower + (upper - lower) * uniform_open(random_bits(keys, dim, seed_words), 40)
 
 
-__all__ = ["bucket_of", "find_and_touch", "find_slots", "place_keys", "pool_rows", "reduce_and_update", "uniform_rows"]
+__all__ = ["bucket_of", "find_and_touch", "find_slots", "group_find", "place_keys", "pool_rows", "reduce_and_update", "uniform_rows"]

@@ -32,7 +32,6 @@ import torch
 import triton
 import triton.language as tl
 
-from dynemb.hashing import seed_word
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -64,16 +63,9 @@ _OPTIMIZER_CODE = {
 
 
 @triton.jit
-def _find_kernel(
-    query_ptr, bucket_ptr, keys_ptr, occupied_ptr, out_ptr, n, scores_ptr, counts_ptr, clock, hits_ptr, misses_ptr,
-    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr,
-):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    valid = offs < n
-    query = tl.load(query_ptr + offs, mask=valid, other=0)
-    base = tl.load(bucket_ptr + offs, mask=valid, other=0) * CAP
+def _probe(query, base, active, keys_ptr, occupied_ptr, CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr):
+    """Slot of each ``query`` in the bucket starting at slot ``base``, -1 where absent."""
     result = tl.full([BLOCK], -1, tl.int64)
-    active = valid
     for start in range(0, CAP, CHUNK):
         pos = start + tl.arange(0, CHUNK)
         live = active[:, None] & (pos[None, :] < CAP)
@@ -87,6 +79,19 @@ def _find_kernel(
         # An empty slot ends the occupied prefix: the key is absent.
         ended = tl.max((live & (occupied == 0)).to(tl.int32), axis=1) > 0
         active = active & (found == 0) & (ended == 0)
+    return result
+
+
+@triton.jit
+def _find_kernel(
+    query_ptr, bucket_ptr, keys_ptr, occupied_ptr, out_ptr, n, scores_ptr, counts_ptr, clock, hits_ptr, misses_ptr,
+    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr,
+):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    query = tl.load(query_ptr + offs, mask=valid, other=0)
+    base = tl.load(bucket_ptr + offs, mask=valid, other=0) * CAP
+    result = _probe(query, base, valid, keys_ptr, occupied_ptr, CAP, BLOCK, CHUNK)
     tl.store(out_ptr + offs, result, mask=valid)
     if TOUCH:
         # Keys are unique, so each found slot is touched by one lane: no atomics on scores.
@@ -99,6 +104,71 @@ def _find_kernel(
         found_here = tl.sum(hit.to(tl.int64), axis=0)
         tl.atomic_add(hits_ptr, found_here)
         tl.atomic_add(misses_ptr, tl.sum(valid.to(tl.int64), axis=0) - found_here)
+
+
+@triton.jit
+def _group_find_kernel(
+    query_ptr, n, offsets_ptr, batch_size, num_tables, table_buckets_ptr, table_base_ptr,
+    keys_ptr, occupied_ptr, scores_ptr, slot_ptr, bucket_ptr, clock, hits_ptr, misses_ptr,
+    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, SEARCH_STEPS: tl.constexpr, TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr,
+):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    query = tl.load(query_ptr + offs, mask=valid, other=0)
+    # Table of each index: the last t with offsets[t * batch_size] <= index (empty tables skipped).
+    lo = tl.zeros([BLOCK], dtype=tl.int64)
+    hi = lo + num_tables
+    for _ in range(SEARCH_STEPS):
+        mid = (lo + hi) // 2
+        open_ = hi - lo > 1
+        below = tl.load(offsets_ptr + mid * batch_size, mask=valid & open_, other=0) <= offs
+        lo = tl.where(open_ & below, mid, lo)
+        hi = tl.where(open_ & (below == 0), mid, hi)
+    table = lo
+    table_buckets = tl.load(table_buckets_ptr + table, mask=valid, other=1)
+    local = _mix64(query.to(tl.uint64, bitcast=True)).to(tl.int64, bitcast=True) % table_buckets
+    local = tl.where(local < 0, local + table_buckets, local)  # torch.remainder's sign
+    bucket = tl.load(table_base_ptr + table, mask=valid, other=0) + local
+    tl.store(bucket_ptr + offs, bucket, mask=valid)
+    result = _probe(query, bucket * CAP, valid, keys_ptr, occupied_ptr, CAP, BLOCK, CHUNK)
+    tl.store(slot_ptr + offs, result, mask=valid)
+    if TOUCH:
+        hit = valid & (result >= 0)
+        # Indices repeat: a hot id is touched by many lanes at once.
+        if ADD_COUNTS:
+            tl.atomic_add(scores_ptr + result, tl.full([BLOCK], 1, tl.int64), mask=hit)
+        else:
+            tl.store(scores_ptr + result, tl.full([BLOCK], 0, tl.int64) + clock, mask=hit)
+        first = tl.min(tl.where(valid, table, num_tables), axis=0)
+        last = tl.max(tl.where(valid, table, -1), axis=0)
+        if first == last:  # the usual block: one table, one atomic per counter
+            found_here = tl.sum(hit.to(tl.int64), axis=0)
+            tl.atomic_add(hits_ptr + first, found_here)
+            tl.atomic_add(misses_ptr + first, tl.sum(valid.to(tl.int64), axis=0) - found_here)
+        else:
+            tl.atomic_add(hits_ptr + table, hit.to(tl.int64), mask=valid)
+            tl.atomic_add(misses_ptr + table, (hit == 0).to(tl.int64), mask=valid)
+
+
+def group_find(
+    indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, table_buckets: torch.Tensor, table_base: torch.Tensor,
+    table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
+    clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One kernel for a whole TBE batch over tables sharing slot arrays: (slot, bucket) per index (see ``torch_ops.group_find``)."""
+    n = indices.numel()
+    slots = torch.empty(n, dtype=torch.int64, device=indices.device)
+    buckets = torch.empty(n, dtype=torch.int64, device=indices.device)
+    if n == 0:
+        return slots, buckets
+    tables = table_buckets.numel()
+    _group_find_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
+        indices, n, offsets, batch_size, tables, table_buckets, table_base,
+        table_keys, occupied.view(torch.uint8), table_scores, slots, buckets, clock, hits, misses,
+        CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
+        SEARCH_STEPS=max(1, (tables - 1).bit_length()), TOUCH=touch, ADD_COUNTS=add_counts,
+    )
+    return slots, buckets
 
 
 def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
@@ -161,20 +231,12 @@ def _apply_optimizer(row_ptr, g, cols, cmask, lr, eps, beta1, beta2, weight_deca
 
 @triton.jit
 def _reduce_update_kernel(
-    grad_ptr, grad_stride, order_ptr, seg_ptr, piece_end_ptr, first_piece_ptr, slot_ptr, rows_ptr, row_stride, spare, partial_ptr, n_unique,
+    grad_ptr, grad_stride, order_ptr, seg_ptr, owner_ptr, first_piece_ptr, slot_ptr, rows_ptr, row_stride, spare, partial_ptr, n_unique,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, PIECE: tl.constexpr, OPT: tl.constexpr,
 ):
     p = tl.program_id(0).to(tl.int64)
-    # The id owning piece p: the first u with piece_end[u] > p (binary search; n_unique if none).
-    lo = p * 0
-    hi = p * 0 + n_unique
-    while lo < hi:
-        mid = (lo + hi) // 2
-        ahead = tl.load(piece_end_ptr + mid) <= p
-        lo = tl.where(ahead, mid + 1, lo)
-        hi = tl.where(ahead, hi, mid)
-    u = lo
+    u = tl.load(owner_ptr + p)  # the id whose segment piece p belongs to; n_unique past the last piece
     if u < n_unique:
         seg_start = tl.load(seg_ptr + u)
         seg_stop = tl.load(seg_ptr + u + 1)
@@ -240,13 +302,15 @@ def reduce_and_update(
     first_piece = piece_end - pieces
     # Pieces number at most n_unique + total // PIECE: a grid known without a host sync.
     grid = n_unique + total // _PIECE
+    # Owner of each piece (first u with piece_end[u] > p), searched here in bulk rather than per program.
+    owner = torch.searchsorted(piece_end, torch.arange(grid, device=device), right=True)
     partial = torch.empty(grid, dim, dtype=torch.float32, device=device)
     block_d = triton.next_power_of_2(dim)
     spare = rows.shape[0] - 1
     hyper = _hyper_parameters(params, step)
     meta = dict(DIM=dim, BLOCK_D=block_d, BLOCK_N=_BLOCK_N, PIECE=_PIECE, OPT=_OPTIMIZER_CODE[optimizer])
     _reduce_update_kernel[(grid,)](
-        index_grads, index_grads.stride(0), order, seg, piece_end, first_piece, slots, rows, rows.stride(0), spare, partial, n_unique,
+        index_grads, index_grads.stride(0), order, seg, owner, first_piece, slots, rows, rows.stride(0), spare, partial, n_unique,
         *hyper, **meta,
     )
     try:
@@ -325,28 +389,36 @@ def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
 
 
 @triton.jit
-def _uniform_kernel(keys_ptr, out_ptr, n, seed_word, lower, scale, DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr):
+def _uniform_kernel(
+    keys_ptr, out_ptr, n, seed_word, seed_ptr, lower, scale, DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr, SEED_PER_KEY: tl.constexpr,
+):
     rows = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     cols = tl.arange(0, BLOCK_D)
     valid = rows < n
     keys = tl.load(keys_ptr + rows, mask=valid, other=0).to(tl.uint64, bitcast=True)
-    columns = cols.to(tl.uint64) * 0x9E3779B97F4A7C15 + seed_word.to(tl.int64).to(tl.uint64, bitcast=True)
-    bits = _mix64(_mix64(keys)[:, None] ^ columns[None, :])
+    if SEED_PER_KEY:
+        seeds = tl.load(seed_ptr + rows, mask=valid, other=0).to(tl.uint64, bitcast=True)
+    else:
+        seeds = tl.zeros([BLOCK_K], dtype=tl.uint64) + seed_word.to(tl.int64).to(tl.uint64, bitcast=True)
+    columns = cols.to(tl.uint64) * 0x9E3779B97F4A7C15
+    bits = _mix64(_mix64(keys)[:, None] ^ (columns[None, :] + seeds[:, None]))
     word = (bits >> 40) & 0xFFFFFF
     uniform = (word.to(tl.float32) + 0.5) * (1.0 / 16777216.0)
     mask = valid[:, None] & (cols[None, :] < DIM)
     tl.store(out_ptr + rows.to(tl.int64)[:, None] * DIM + cols[None, :], lower + scale * uniform, mask=mask)
 
 
-def uniform_rows(keys: torch.Tensor, dim: int, seed: int, lower: float, upper: float) -> torch.Tensor:
+def uniform_rows(keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float, upper: float) -> torch.Tensor:
     """``[len(keys), dim]`` float32 uniform in (lower, upper), the values of ``torch_ops.uniform_rows``."""
     n = keys.numel()
     out = torch.empty(n, dim, dtype=torch.float32, device=keys.device)
     if n:
+        per_key = isinstance(seed_words, torch.Tensor)
+        word, seeds = (0, seed_words) if per_key else (seed_words, keys)
         block_d = triton.next_power_of_2(dim)
         block_k = max(1, min(64, 4096 // block_d))
         _uniform_kernel[(triton.cdiv(n, block_k),)](
-            keys, out, n, seed_word(seed), lower, upper - lower, DIM=dim, BLOCK_D=block_d, BLOCK_K=block_k,
+            keys, out, n, word, seeds, lower, upper - lower, DIM=dim, BLOCK_D=block_d, BLOCK_K=block_k, SEED_PER_KEY=per_key,
         )
     return out
 
@@ -364,23 +436,29 @@ def _place_kernel(
     s = tl.arange(0, BLOCK_C)
     real = s < CAP
     occupied = tl.load(occupied_ptr + base + s, mask=real, other=0) != 0
-    priority = tl.where(occupied, tl.load(scores_ptr + base + s, mask=real, other=0), _LOWEST)
-    blocked = (tl.load(protected_ptr + base + s, mask=real, other=1) != 0) | (real == 0)
-    priority = tl.where(blocked, _HIGHEST, priority)
-    # Position of each slot in the stable ascending order of priority (ties: lower position first).
-    order_of_slot = tl.zeros([BLOCK_C], dtype=tl.int32)
-    for c in range(0, BLOCK_C, CHUNK):
-        t = c + tl.arange(0, CHUNK)
-        t_real = t < CAP
-        t_occupied = tl.load(occupied_ptr + base + t, mask=t_real, other=0) != 0
-        t_priority = tl.where(t_occupied, tl.load(scores_ptr + base + t, mask=t_real, other=0), _LOWEST)
-        t_blocked = (tl.load(protected_ptr + base + t, mask=t_real, other=1) != 0) | (t_real == 0)
-        t_priority = tl.where(t_blocked, _HIGHEST, t_priority)
-        ahead = (t_priority[None, :] < priority[:, None]) | ((t_priority[None, :] == priority[:, None]) & (t[None, :] < s[:, None]))
-        order_of_slot += tl.sum(ahead.to(tl.int32), axis=1)
-    eligible = tl.sum((blocked == 0).to(tl.int32), axis=0)
-    placed = rank < eligible
-    position = tl.sum(tl.where(order_of_slot == rank, s, 0), axis=0)
+    fill = tl.sum(occupied.to(tl.int32), axis=0)
+    if rank < CAP - fill:
+        # Empty slots come first and form the bucket's tail (occupied slots are a prefix).
+        position = (fill + rank).to(tl.int64)
+        placed = rank >= 0
+    else:
+        priority = tl.where(occupied, tl.load(scores_ptr + base + s, mask=real, other=0), _LOWEST)
+        blocked = (tl.load(protected_ptr + base + s, mask=real, other=1) != 0) | (real == 0)
+        priority = tl.where(blocked, _HIGHEST, priority)
+        # Position of each slot in the stable ascending order of priority (ties: lower position first).
+        order_of_slot = tl.zeros([BLOCK_C], dtype=tl.int32)
+        for c in range(0, BLOCK_C, CHUNK):
+            t = c + tl.arange(0, CHUNK)
+            t_real = t < CAP
+            t_occupied = tl.load(occupied_ptr + base + t, mask=t_real, other=0) != 0
+            t_priority = tl.where(t_occupied, tl.load(scores_ptr + base + t, mask=t_real, other=0), _LOWEST)
+            t_blocked = (tl.load(protected_ptr + base + t, mask=t_real, other=1) != 0) | (t_real == 0)
+            t_priority = tl.where(t_blocked, _HIGHEST, t_priority)
+            ahead = (t_priority[None, :] < priority[:, None]) | ((t_priority[None, :] == priority[:, None]) & (t[None, :] < s[:, None]))
+            order_of_slot += tl.sum(ahead.to(tl.int32), axis=1)
+        eligible = tl.sum((blocked == 0).to(tl.int32), axis=0)
+        placed = rank < eligible
+        position = tl.sum(tl.where(order_of_slot == rank, s, 0), axis=0).to(tl.int64)
     target = tl.where(placed, base + position, -1)
     tl.store(target_ptr + i, target)
     safe = tl.where(placed, target, 0)

@@ -1,0 +1,127 @@
+"""Tables sharing one device storage train exactly as the same tables looked up one by one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import dynemb.device_group as device_group
+from dynemb import (
+    BatchedDynamicEmbeddingTables,
+    DynamicEmbInitializerArgs,
+    DynamicEmbInitializerMode,
+    DynamicEmbScoreStrategy,
+    DynamicEmbTableOptions,
+    EmbOptimType,
+    PoolingMode,
+)
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]),
+]
+
+
+def _options(strategy: DynamicEmbScoreStrategy, **overrides: object) -> list[DynamicEmbTableOptions]:
+    # Tables of different sizes (so different bucket counts), one hardly bigger than a bucket:
+    # full buckets evict, and a bucket full of the batch's own ids refuses new ones.
+    sizes = overrides.pop("sizes", (96, 8, 200))
+    uniform = DynamicEmbInitializerArgs(mode=DynamicEmbInitializerMode.UNIFORM, lower=-0.5, upper=0.5)  # bounds for every size
+    return [
+        DynamicEmbTableOptions(dim=6, max_capacity=size, bucket_capacity=8, score_strategy=strategy, initializer_args=uniform, seed=3, **overrides)
+        for size in sizes
+    ]
+
+
+def _batches(tables: int, count: int = 5, bags: int = 12, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(seed)
+    result = []
+    for step in range(count):
+        lengths = torch.randint(0, 5, (tables * bags,), generator=generator)
+        lengths[bags : 2 * bags] = 0 if step == 1 else lengths[bags : 2 * bags]  # a table with no ids in a batch
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(lengths, 0)])
+        ids = torch.randint(-60, 60, (int(offsets[-1]),), generator=generator) * (2**40 + 1)  # repeats, negative, huge
+        result.append((ids, offsets))
+    return result
+
+
+def _pair(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, pooling: PoolingMode, options: list[DynamicEmbTableOptions], device: str):
+    shared = BatchedDynamicEmbeddingTables(options, optimizer, pooling, device=device, learning_rate=0.1)
+    with monkeypatch.context() as patch:
+        patch.setattr(device_group, "_shares_storage", lambda *args: False)
+        separate = BatchedDynamicEmbeddingTables(options, optimizer, pooling, device=device, learning_rate=0.1)
+    assert shared.group is not None and separate.group is None
+    return shared, separate
+
+
+def _assert_same_tables(a: BatchedDynamicEmbeddingTables, b: BatchedDynamicEmbeddingTables) -> None:
+    for t in range(a.num_tables):
+        (ids_a, rows_a, state_a), (ids_b, rows_b, state_b) = a.export_table(t), b.export_table(t)
+        assert torch.equal(ids_a, ids_b), t
+        torch.testing.assert_close(rows_a, rows_b, atol=1e-6, rtol=1e-5)
+        for name in state_a:
+            torch.testing.assert_close(state_a[name], state_b[name], atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(
+    ("optimizer", "pooling", "strategy"),
+    [
+        (EmbOptimType.EXACT_SGD, PoolingMode.NONE, DynamicEmbScoreStrategy.TIMESTAMP),
+        (EmbOptimType.ADAM, PoolingMode.SUM, DynamicEmbScoreStrategy.LFU),
+        (EmbOptimType.EXACT_ROWWISE_ADAGRAD, PoolingMode.MEAN, DynamicEmbScoreStrategy.TIMESTAMP),
+        (EmbOptimType.EXACT_ADAGRAD, PoolingMode.NONE, DynamicEmbScoreStrategy.LFU),
+    ],
+)
+def test_shared_storage_trains_like_separate_tables(
+    monkeypatch: pytest.MonkeyPatch, device: str, optimizer: EmbOptimType, pooling: PoolingMode, strategy: DynamicEmbScoreStrategy,
+) -> None:
+    options = _options(strategy)
+    shared, separate = _pair(monkeypatch, optimizer, pooling, options, device)
+    for ids, offsets in _batches(len(options)):
+        ids, offsets = ids.to(device), offsets.to(device)
+        outputs = []
+        for tables in (shared, separate):
+            out = tables(ids, offsets)
+            out.backward(out.detach() * 0.3 + 1.0)
+            outputs.append(out.detach())
+        torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
+    _assert_same_tables(shared, separate)
+    evictions = shared.cache_stats()["evictions"]
+    assert evictions == separate.cache_stats()["evictions"] > 0, "the case must evict"
+    for t in range(len(options)):
+        assert shared.size(t) == separate.size(t)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_table_loaded_between_forward_and_backward_is_found_again(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
+    options = _options(DynamicEmbScoreStrategy.TIMESTAMP, sizes=(4096, 4096))
+    shared, separate = _pair(monkeypatch, EmbOptimType.ADAM, PoolingMode.NONE, options, device)
+    (ids, offsets), (more, _) = _batches(2, count=2)
+    ids, offsets, more = ids.to(device), offsets.to(device), torch.unique(more).to(device)
+    for tables in (shared, separate):
+        out = tables(ids, offsets)
+        # New ids moved into table 1 after forward: saved slots are stale, backward must look up again.
+        tables.load_table(1, more, torch.ones(more.numel(), 6, device=device))
+        out.backward(torch.ones_like(out))
+    _assert_same_tables(shared, separate)
+
+
+def test_storage_is_shared_only_by_tables_that_agree() -> None:
+    def group_of(*options: DynamicEmbTableOptions):
+        return BatchedDynamicEmbeddingTables(list(options), EmbOptimType.ADAM, PoolingMode.SUM).group
+
+    base = DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8)
+    assert group_of(base, base) is not None
+    assert group_of(base, DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8, seed=9)) is not None
+    uniform = DynamicEmbInitializerArgs(mode=DynamicEmbInitializerMode.UNIFORM, lower=-0.1, upper=0.1)
+    assert group_of(DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8, initializer_args=uniform),
+                    DynamicEmbTableOptions(dim=4, max_capacity=500, bucket_capacity=8, initializer_args=uniform)) is not None
+    for other in (
+        DynamicEmbTableOptions(dim=8, max_capacity=64, bucket_capacity=8),  # another row width
+        DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=4),  # another bucket size
+        DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8, score_strategy=DynamicEmbScoreStrategy.LFU),
+        DynamicEmbTableOptions(dim=4, max_capacity=500, bucket_capacity=8),  # default uniform bounds follow capacity
+        DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8, local_hbm_for_values=64 * 48 // 2, caching=True),
+    ):
+        assert group_of(base, other) is None, other
