@@ -222,6 +222,15 @@ def test_pool_rows_matches_torch(mode: PoolingMode) -> None:
     assert torch.equal(actual[:, :4], torch.full((lengths.numel(), 4), 7.0, device=DEVICE)), "other columns untouched"
 
 
+@kernels_here
+def test_gather_rows_of_strided_rows_matches_torch() -> None:
+    generator = torch.Generator().manual_seed(6)
+    rows = torch.randn(50, 3 * 12, generator=generator).to(DEVICE)  # embedding and ADAM state side by side
+    index = torch.randint(0, 50, (37,), generator=generator).to(DEVICE)
+    values = rows[:, :12]
+    assert torch.equal(triton_ops.gather_rows(values, index), torch_ops.gather_rows(values, index))
+
+
 TRAINING_CASES = [
     (optimizer, pooling, caching)
     for optimizer in (EmbOptimType.EXACT_SGD, EmbOptimType.ADAM, EmbOptimType.EXACT_ROWWISE_ADAGRAD)

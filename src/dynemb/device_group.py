@@ -123,8 +123,8 @@ class DeviceTableGroup:
             self.index._scores, self.bucket_capacity, clock, self.counts_accesses, touch, self.hits, self.misses,
         )
 
-    def _insert(self, indices: torch.Tensor, slots: torch.Tensor, buckets: torch.Tensor, missing: torch.Tensor) -> torch.Tensor | None:
-        """Insert the absent ids of the batch; return their fresh rows per missing index if some found no slot."""
+    def _insert(self, indices: torch.Tensor, slots: torch.Tensor, buckets: torch.Tensor, missing: torch.Tensor) -> torch.Tensor:
+        """Insert the absent ids of the batch; return the fresh embedding of each missing index."""
         with op_range("segmented_unique"):
             keys, key_buckets = indices[missing], buckets[missing]
             # Sorted by (bucket, id): buckets are table-major, so each table's new ids are a run.
@@ -153,23 +153,28 @@ class DeviceTableGroup:
         with op_range("store_to_flat"):
             self.rows[torch.where(new_slots >= 0, new_slots, self.spare)] = fresh
         slots[missing] = new_slots[inverse]
-        if not bool((new_slots < 0).any()):
-            return None
-        # Ids whose bucket was full of this batch's ids are used with fresh values, not stored.
+        # Ids whose bucket was full of this batch's ids (slot -1) are used with these values, not stored.
         return fresh[inverse, : self.dim]
 
     def _gather(self, slots: torch.Tensor, fresh: torch.Tensor | None, missing: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
-        """Rows of every index (NONE) or their bag sums ``[batch, tables * dim]``, read from the stored rows."""
+        """Rows of every index (NONE) or their bag sums ``[batch, tables * dim]``, read from the stored rows.
+
+        Indices that found no slot read ``fresh`` instead: patched in place for NONE
+        without a host sync; pooled modes pool from patched per-index rows only when
+        some index is in that case (one sync after an insert).
+        """
         values = self.rows[:, : self.dim]
         stored = torch.where(slots >= 0, slots, self.spare)
-        if fresh is None:
-            source, inverse = values, stored
+        patch = fresh is not None and (pooling is PoolingMode.NONE or bool((slots[missing] < 0).any()))
+        if pooling is PoolingMode.NONE or patch:
+            per_index = kernels.gather_rows(values, stored)
+            if patch:
+                per_index[missing] = torch.where((slots[missing] < 0).unsqueeze(1), fresh, per_index[missing])
+            if pooling is PoolingMode.NONE:
+                return per_index
+            source, inverse = per_index, torch.arange(slots.numel(), device=self.device)
         else:
-            source = values[stored]
-            source[missing] = torch.where((slots[missing] < 0).unsqueeze(1), fresh, source[missing])
-            inverse = torch.arange(slots.numel(), device=self.device)
-        if pooling is PoolingMode.NONE:
-            return values[stored] if fresh is None else source
+            source, inverse = values, stored
         tables, batch = len(self.tables), layout.batch_size
         bags = torch.empty(tables * batch, self.dim, dtype=torch.float32, device=self.device)
         kernels.pool_rows(source, inverse, layout.offsets, pooling, bags)

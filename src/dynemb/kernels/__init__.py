@@ -93,6 +93,11 @@ def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, m
     _run("pool_rows", emb, emb, inverse, offsets, mode, out)
 
 
+def gather_rows(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Rows ``source[index]`` of a row-strided source (see ``torch_ops.gather_rows``)."""
+    return _run("gather_rows", source, source, index)
+
+
 def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
     """Bucket in ``[0, num_buckets)`` of each key (``dynemb.hashing.bucket_of``, fused on CUDA)."""
     return _run("bucket_of", keys, keys, num_buckets)

@@ -102,6 +102,11 @@ def reduce_and_update(
     rows[target] = updated
 
 
+def gather_rows(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``source[index]`` for a ``[rows, dim]`` source whose rows may be strided (the embedding columns of wider rows)."""
+    return torch.index_select(source, 0, index)
+
+
 def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
     """``out[b] = sum (MEAN: mean) of emb[inverse[j]]`` for ``j`` in bag ``b`` (``offsets`` ``[bags + 1]``, from any start)."""
     lengths = offsets[1:] - offsets[:-1]
@@ -157,4 +162,4 @@ def uniform_rows(keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, l
     return lower + (upper - lower) * uniform_open(random_bits(keys, dim, seed_words), 40)
 
 
-__all__ = ["bucket_of", "find_and_touch", "find_slots", "group_find", "place_keys", "pool_rows", "reduce_and_update", "uniform_rows"]
+__all__ = ["bucket_of", "find_and_touch", "find_slots", "gather_rows", "group_find", "place_keys", "pool_rows", "reduce_and_update", "uniform_rows"]

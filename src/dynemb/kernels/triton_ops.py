@@ -38,7 +38,12 @@ from dynemb.options import EmbOptimType, PoolingMode
 # Gradient rows per piece of a segment: one program sums at most this many.
 _PIECE = 128
 # Rows loaded per loop step in the reductions.
-_BLOCK_N = 16
+_BLOCK_N = 8
+# Warps per program of the per-segment and per-bag kernels: most segments are a row or
+# two, so small programs (32 resident per SM) keep more rows in flight than wide ones.
+_SEGMENT_WARPS = 2
+# Rows per program in the row gather.
+_GATHER_ROWS = 8
 # Keys per program and bucket positions per step in the probe.
 _FIND_BLOCK = 32
 _FIND_CHUNK = 32
@@ -94,11 +99,9 @@ def _find_kernel(
     result = _probe(query, base, valid, keys_ptr, occupied_ptr, CAP, BLOCK, CHUNK)
     tl.store(out_ptr + offs, result, mask=valid)
     if TOUCH:
-        # Keys are unique, so each found slot is touched by one lane: no atomics on scores.
         hit = valid & (result >= 0)
-        if ADD_COUNTS:
-            count = tl.load(counts_ptr + offs, mask=hit, other=0)
-            tl.store(scores_ptr + result, tl.load(scores_ptr + result, mask=hit, other=0) + count, mask=hit)
+        if ADD_COUNTS:  # atomic: a key given twice must count twice
+            tl.atomic_add(scores_ptr + result, tl.load(counts_ptr + offs, mask=hit, other=0), mask=hit)
         else:
             tl.store(scores_ptr + result, tl.full([BLOCK], 0, tl.int64) + clock, mask=hit)
         found_here = tl.sum(hit.to(tl.int64), axis=0)
@@ -308,7 +311,7 @@ def reduce_and_update(
     block_d = triton.next_power_of_2(dim)
     spare = rows.shape[0] - 1
     hyper = _hyper_parameters(params, step)
-    meta = dict(DIM=dim, BLOCK_D=block_d, BLOCK_N=_BLOCK_N, PIECE=_PIECE, OPT=_OPTIMIZER_CODE[optimizer])
+    meta = dict(DIM=dim, BLOCK_D=block_d, BLOCK_N=_BLOCK_N, PIECE=_PIECE, OPT=_OPTIMIZER_CODE[optimizer], num_warps=_SEGMENT_WARPS)
     _reduce_update_kernel[(grid,)](
         index_grads, index_grads.stride(0), order, seg, owner, first_piece, slots, rows, rows.stride(0), spare, partial, n_unique,
         *hyper, **meta,
@@ -324,6 +327,28 @@ def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
         params.learning_rate, params.eps, params.beta1, params.beta2, params.weight_decay,
         1.0 - params.beta1**step, 1.0 - params.beta2**step,
     )
+
+
+@triton.jit
+def _gather_kernel(source_ptr, source_stride, index_ptr, out_ptr, n, DIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    valid = rows < n
+    index = tl.load(index_ptr + rows, mask=valid, other=0)
+    cols = tl.arange(0, BLOCK_D)
+    mask = valid[:, None] & (cols[None, :] < DIM)
+    values = tl.load(source_ptr + index[:, None] * source_stride + cols[None, :], mask=mask)
+    tl.store(out_ptr + rows[:, None] * DIM + cols[None, :], values, mask=mask)
+
+
+def gather_rows(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``source[index]`` for a ``[rows, dim]`` source whose rows may be strided (the embedding columns of wider rows)."""
+    n, dim = index.numel(), source.shape[1]
+    out = torch.empty(n, dim, dtype=source.dtype, device=source.device)
+    if n:
+        _gather_kernel[(triton.cdiv(n, _GATHER_ROWS),)](
+            source, source.stride(0), index, out, n, DIM=dim, BLOCK_D=triton.next_power_of_2(dim), ROWS=_GATHER_ROWS,
+        )
+    return out
 
 
 @triton.jit
@@ -354,7 +379,7 @@ def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, m
     dim = emb.shape[1]
     _pool_kernel[(bags,)](
         emb, emb.stride(0), inverse, offsets, out, out.stride(0),
-        DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN,
+        DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN, num_warps=_SEGMENT_WARPS,
     )
 
 
