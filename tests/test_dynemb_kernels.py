@@ -171,25 +171,26 @@ def test_group_find_matches_torch(add_counts: bool) -> None:
 
 
 def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
-    """Rows of a table, and a batch of index gradients whose ids repeat (one id more than two pieces long)."""
+    """Rows of a table, and a batch of index gradients grouped by id: ids of one row to hot ids spanning many blocks."""
     generator = torch.Generator().manual_seed(seed)
-    dim, capacity = 12, 64
+    dim, capacity = 12, 200
     params = OptimizerParams(learning_rate=0.05, weight_decay=0.01 if optimizer is EmbOptimType.ADAM else 0.0, initial_accumulator_value=0.1)
     rows = torch.cat([
         torch.randn(capacity + 1, dim, generator=generator),
         initial_state(optimizer, capacity + 1, dim, params, torch.device("cpu")) + torch.rand(capacity + 1, state_width(optimizer, dim), generator=generator),
     ], dim=1)
-    n_unique = 40
+    n_unique = 120
     counts = torch.randint(1, 5, (n_unique,), generator=generator)
-    counts[7] = 300  # a hot id: three pieces of 128, summed by the second kernel
-    counts[20] = 128  # exactly one piece
+    counts[7] = 300  # a hot id: crosses ten blocks of 32 positions
+    counts[20] = 64
+    counts[21] = 32
     slots = torch.randperm(capacity, generator=generator)[:n_unique]
-    slots[3] = -1  # an id that found no slot: its update goes to the spare row
-    ids = torch.repeat_interleave(torch.arange(n_unique), counts)
-    ids = ids[torch.randperm(ids.numel(), generator=generator)]
-    order = torch.sort(ids, stable=True).indices
-    index_grads = torch.randn(ids.numel(), dim, generator=generator)
-    case = dict(rows=rows, slots=slots, index_grads=index_grads, order=order, counts=counts)
+    slots[3] = -1  # ids that found no slot: their updates go to the spare row
+    slots[50] = -1
+    grouped = torch.repeat_interleave(slots, counts)
+    order = torch.randperm(grouped.numel(), generator=generator)  # index j of the batch carries position order[j]'s id
+    index_grads = torch.randn(grouped.numel(), dim, generator=generator)
+    case = dict(rows=rows, grouped_slots=grouped, order=order, index_grads=index_grads)
     return {k: v.to(DEVICE) for k, v in case.items()} | dict(params=params)
 
 
@@ -198,12 +199,17 @@ def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
 def test_reduce_and_update_matches_torch(optimizer: EmbOptimType) -> None:
     case = _random_update_case(optimizer, seed=list(EmbOptimType).index(optimizer))
     expected, actual = case["rows"].clone(), case["rows"].clone()
-    args = (case["slots"], case["index_grads"], case["order"], case["counts"], case["params"], 3)
+    args = (case["grouped_slots"], case["order"], case["index_grads"], case["params"], 3)
     torch_ops.reduce_and_update(optimizer, expected, *args)
     triton_ops.reduce_and_update(optimizer, actual, *args)
     assert not torch.equal(expected[:-1], case["rows"][:-1]), "the update must change rows"
-    # The spare row takes the update of slot -1 and is never read: compare the real rows.
+    # The spare row takes the updates of slot -1 and is never read: compare the real rows.
     torch.testing.assert_close(actual[:-1], expected[:-1], rtol=1e-5, atol=1e-5)
+    # Sorted int32 slots, as the shared device storage passes them, give the same rows.
+    grouped32 = case["grouped_slots"].to(torch.int32)
+    int32_rows = case["rows"].clone()
+    triton_ops.reduce_and_update(optimizer, int32_rows, grouped32, case["order"], case["index_grads"], case["params"], 3)
+    torch.testing.assert_close(int32_rows[:-1], actual[:-1], rtol=0, atol=0)
 
 
 @kernels_here
@@ -311,7 +317,7 @@ def test_a_step_that_failed_after_writing_is_not_rerun(monkeypatch: pytest.Monke
     case = _random_update_case(EmbOptimType.EXACT_SGD, seed=0)
     rows = case["rows"].clone()
     with pytest.raises(compiled_ops.PartialUpdateError):
-        kernels.reduce_and_update(EmbOptimType.EXACT_SGD, rows, case["slots"], case["index_grads"], case["order"], case["counts"], case["params"], 1)
+        kernels.reduce_and_update(EmbOptimType.EXACT_SGD, rows, case["grouped_slots"], case["order"], case["index_grads"], case["params"], 1)
     assert torch.equal(rows, case["rows"]), "the torch path must not run after a partial update"
 
 

@@ -22,6 +22,9 @@ DEVICES = [
 ]
 DIM, CAPACITY = 4, 1024
 ROW_BYTES_ADAM = DIM * 3 * 4
+# All-on-device rows train through the fused kernel, other modes through torch: on CUDA the two
+# sum gradients in different orders, so values agree to float rounding (about 1e-6 here), not bitwise.
+CLOSE = dict(atol=1e-5, rtol=1e-5)
 
 
 def options(**overrides: object) -> DynamicEmbTableOptions:
@@ -52,9 +55,9 @@ def assert_same_tables(a: BatchedDynamicEmbeddingTables, b: BatchedDynamicEmbedd
         ids_a, rows_a, state_a = a.export_table(t)
         ids_b, rows_b, state_b = b.export_table(t)
         assert torch.equal(ids_a, ids_b)
-        torch.testing.assert_close(rows_a, rows_b, atol=1e-6, rtol=0)
+        torch.testing.assert_close(rows_a, rows_b, **CLOSE)
         for name in state_a:
-            torch.testing.assert_close(state_a[name], state_b[name], atol=1e-6, rtol=0)
+            torch.testing.assert_close(state_a[name], state_b[name], **CLOSE)
 
 
 def test_storage_mode_follows_budget() -> None:
@@ -101,7 +104,7 @@ def test_mode_trains_like_all_in_gpu(overrides: dict, prefetch: str, device: str
             tested.prefetch(ids, offsets)
         expected = reference(ids, offsets)
         got = tested(ids, offsets)
-        torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+        torch.testing.assert_close(got, expected, **CLOSE)
         if prefetch == "between_forward_and_backward":
             tested.prefetch(following[0].to(device), following[1].to(device))
         grad = torch.randn(expected.shape, generator=generator).to(device)
@@ -124,7 +127,7 @@ def test_cache_bucket_overflow_keeps_updates(device: str) -> None:
     offsets = torch.arange(31, device=device)
     for _ in range(3):
         expected, got = reference(ids, offsets), tested(ids, offsets)
-        torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
+        torch.testing.assert_close(got, expected, **CLOSE)
         expected.backward(torch.ones_like(expected))
         got.backward(torch.ones_like(got))
     assert_same_tables(reference, tested)

@@ -88,7 +88,6 @@ class DeviceTableGroup:
         self.evictions = torch.zeros_like(self.hits)
         for t, table in enumerate(tables):
             table.hits, table.misses, table.evictions = self.hits[t], self.misses[t], self.evictions[t]
-        # Slots below 2**31 sort as int32: half the radix passes of int64.
         self.slot_dtype = torch.int32 if rows.shape[0] < 2**31 else torch.int64
 
     @property
@@ -196,12 +195,11 @@ class DeviceTableGroup:
                 bag_grads = grad_output.view(batch, tables, self.dim).transpose(0, 1).reshape(tables * batch, self.dim)
                 index_grads = unpool_grad(bag_grads, plan.offsets[1:] - plan.offsets[:-1], pooling, n)
         with op_range("segmented_unique"):
-            stored = torch.where(slots >= 0, slots, self.spare).to(self.slot_dtype)
-            sorted_slots, order = torch.sort(stored)
-            unique_slots, counts = torch.unique_consecutive(sorted_slots, return_counts=True)  # host sync: the number of ids
+            # Sorting the slots groups each id's indices; slots below 2**31 sort as int32 (half the radix passes).
+            sorted_slots, order = torch.sort(slots.to(self.slot_dtype))
         with op_range("optimizer_update_fused"):
             first = self.tables[0]
-            kernels.reduce_and_update(first.optimizer, self.rows, unique_slots.to(torch.int64), index_grads, order, counts, first.params, step)
+            kernels.reduce_and_update(first.optimizer, self.rows, sorted_slots, order, index_grads, first.params, step)
 
 
 def build_tables(

@@ -109,7 +109,8 @@ class DynamicTable:
         """Sum each unique id's gradient rows and step its row: one fused kernel where every row is on the device."""
         if tier.rows.device_only:
             with op_range("optimizer_update_fused"):
-                kernels.reduce_and_update(self.optimizer, tier.rows.device_part, slots, index_grads, unique.order, unique.counts, self.params, step)
+                grouped = torch.repeat_interleave(slots, unique.counts, output_size=unique.order.numel())
+                kernels.reduce_and_update(self.optimizer, tier.rows.device_part, grouped, unique.order, index_grads, self.params, step)
             return
         with op_range("reduce_grads"):
             grads = reduce_grads(index_grads, unique)

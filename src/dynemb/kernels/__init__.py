@@ -59,7 +59,7 @@ def _run(step: str, tensor: torch.Tensor, *args: object) -> object:
     if ops.__name__.endswith("triton_ops") and step not in _FAILED:
         # The kernels index 1-D inputs densely; tables' own arrays are dense already, so
         # nothing written in place is ever a copy.
-        dense = tuple(a.contiguous() if isinstance(a, torch.Tensor) and a.dim() == 1 else a for a in args)
+        dense = tuple(a.contiguous() if isinstance(a, torch.Tensor) and a.dim() == 1 and not a.is_contiguous() else a for a in args)
         try:
             return getattr(ops, step)(*dense)
         except ops.PartialUpdateError:
@@ -81,11 +81,11 @@ def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tens
 
 
 def reduce_and_update(
-    optimizer: EmbOptimType, rows: torch.Tensor, slots: torch.Tensor, index_grads: torch.Tensor,
-    order: torch.Tensor, counts: torch.Tensor, params: OptimizerParams, step: int,
+    optimizer: EmbOptimType, rows: torch.Tensor, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
+    params: OptimizerParams, step: int,
 ) -> None:
-    """Sum each unique id's gradient rows and apply the optimizer in place (see ``torch_ops.reduce_and_update``)."""
-    _run("reduce_and_update", rows, optimizer, rows, slots, index_grads, order, counts, params, step)
+    """Sum each id's gradient rows and apply the optimizer in place (see ``torch_ops.reduce_and_update``)."""
+    _run("reduce_and_update", rows, optimizer, rows, grouped_slots, order, index_grads, params, step)
 
 
 def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:

@@ -88,13 +88,15 @@ def _find_chunk(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Ten
 
 
 def reduce_and_update(
-    optimizer: EmbOptimType, rows: torch.Tensor, slots: torch.Tensor, index_grads: torch.Tensor,
-    order: torch.Tensor, counts: torch.Tensor, params: OptimizerParams, step: int,
+    optimizer: EmbOptimType, rows: torch.Tensor, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
+    params: OptimizerParams, step: int,
 ) -> None:
-    """In place on ``rows`` ``[capacity + 1, dim + state]``: for unique id ``u`` at ``slots[u]`` (-1: the spare
-    last row), sum ``index_grads[order[j]]`` over its segment ``j`` (``counts[u]`` long) and apply one step."""
-    if counts.numel() == 0:
+    """In place on ``rows`` ``[capacity + 1, dim + state]``: position ``j`` carries the gradient row
+    ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (equal slots adjacent; -1: the spare last row);
+    each id's rows are summed and its row stepped once."""
+    if grouped_slots.numel() == 0:
         return
+    slots, counts = torch.unique_consecutive(grouped_slots, return_counts=True)
     grads = torch.segment_reduce(index_grads[order], "sum", lengths=counts, unsafe=True)
     target = torch.where(slots >= 0, slots, rows.shape[0] - 1)
     updated = rows[target]

@@ -5,12 +5,13 @@
   a prefix). No host sync, no ``[keys, bucket_capacity]`` compare matrix in memory.
   ``find_and_touch`` (training lookups) also refreshes the found ids' scores and
   counts hits and misses in the same kernel.
-- ``reduce_and_update``: the gradient rows of each unique id (ids sorted, so its
-  rows are one segment of ``order``) are summed and the optimizer is applied in
-  place to the stored row and its state, in one kernel, without atomics. Hot ids
-  (long segments) are cut into pieces of ``_PIECE`` rows so one program never walks
-  thousands of rows alone; only ids with more than one piece write a partial sum,
-  which a second kernel adds up before their update.
+- ``reduce_and_update``: the gradient rows of each id (grouped by slot, as a sort
+  of the batch's slots leaves them) are summed and the optimizer is applied in
+  place to the stored row and its state, without atomics and without a host sync.
+  Each program takes a block of 32 positions, sums every id's rows in it with one
+  ``[32, 32] @ [32, dim]`` product of the equal-slot matrix, and steps the ids that
+  lie wholly inside; an id crossing block edges (a hot id spans many) is summed
+  from the blocks' partial sums and stepped by a second kernel.
 - ``bucket_of`` and ``uniform_rows``: the SplitMix64 bucket hash and the uniform
   initializer in one kernel each instead of a dozen elementwise torch ops (the
   same integer bits, so the same buckets and, up to float rounding, the same values).
@@ -35,8 +36,8 @@ import triton.language as tl
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
 
-# Gradient rows per piece of a segment: one program sums at most this many.
-_PIECE = 128
+# Grouped gradient positions per program of the fused reduce + update.
+_SEGMENT_BLOCK = 32
 # Rows loaded per loop step in the reductions.
 _BLOCK_N = 8
 # Warps per program of the per-segment and per-bag kernels: most segments are a row or
@@ -207,119 +208,128 @@ def find_and_touch(
 
 
 @triton.jit
-def _apply_optimizer(row_ptr, g, cols, cmask, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM: tl.constexpr, OPT: tl.constexpr):
-    """One optimizer step on the row at ``row_ptr`` (embedding, then state) given the summed gradient ``g``."""
-    w = tl.load(row_ptr + cols, mask=cmask, other=0.0)
+def _apply_optimizer(row_ptr, g, mask, cols, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM: tl.constexpr, OPT: tl.constexpr):
+    """One optimizer step on rows ``row_ptr`` (``[R, 1]`` pointers: embedding, then state) given summed
+    gradients ``g`` ``[R, BLOCK_D]``; ``mask`` ``[R, BLOCK_D]`` selects the rows stepped and the real columns."""
+    w = tl.load(row_ptr + cols, mask=mask, other=0.0)
     if OPT == 0:
         w = w - lr * g
     elif OPT == 1:
-        m = tl.load(row_ptr + DIM + cols, mask=cmask, other=0.0)
-        v = tl.load(row_ptr + 2 * DIM + cols, mask=cmask, other=0.0)
+        m = tl.load(row_ptr + DIM + cols, mask=mask, other=0.0)
+        v = tl.load(row_ptr + 2 * DIM + cols, mask=mask, other=0.0)
         m = beta1 * m + (1.0 - beta1) * g
         v = beta2 * v + (1.0 - beta2) * g * g
         step = (m / bias1) / (tl.sqrt_rn(v / bias2) + eps) + weight_decay * w
         w = w - lr * step
-        tl.store(row_ptr + DIM + cols, m, mask=cmask)
-        tl.store(row_ptr + 2 * DIM + cols, v, mask=cmask)
+        tl.store(row_ptr + DIM + cols, m, mask=mask)
+        tl.store(row_ptr + 2 * DIM + cols, v, mask=mask)
     elif OPT == 2:
-        acc = tl.load(row_ptr + DIM + cols, mask=cmask, other=0.0) + g * g
+        acc = tl.load(row_ptr + DIM + cols, mask=mask, other=0.0) + g * g
         w = w - lr * g / (tl.sqrt_rn(acc) + eps)
-        tl.store(row_ptr + DIM + cols, acc, mask=cmask)
+        tl.store(row_ptr + DIM + cols, acc, mask=mask)
     else:
-        acc = tl.load(row_ptr + DIM) + tl.sum(g * g, axis=0) / DIM
+        row_mask = tl.max(mask.to(tl.int32), axis=1)[:, None] > 0
+        acc = tl.load(row_ptr + DIM, mask=row_mask, other=0.0) + tl.sum(g * g, axis=1)[:, None] / DIM
         w = w - g * (lr / (tl.sqrt_rn(acc) + eps))
-        tl.store(row_ptr + DIM, acc)
-    tl.store(row_ptr + cols, w, mask=cmask)
+        tl.store(row_ptr + DIM, acc, mask=row_mask)
+    tl.store(row_ptr + cols, w, mask=mask)
 
 
 @triton.jit
-def _reduce_update_kernel(
-    grad_ptr, grad_stride, order_ptr, seg_ptr, owner_ptr, first_piece_ptr, slot_ptr, rows_ptr, row_stride, spare, partial_ptr, n_unique,
+def _segment_update_kernel(
+    grad_ptr, grad_stride, order_ptr, slot_ptr, n, rows_ptr, row_stride, spare, head_ptr, tail_ptr,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
-    DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, PIECE: tl.constexpr, OPT: tl.constexpr,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, OPT: tl.constexpr,
 ):
-    p = tl.program_id(0).to(tl.int64)
-    u = tl.load(owner_ptr + p)  # the id whose segment piece p belongs to; n_unique past the last piece
-    if u < n_unique:
-        seg_start = tl.load(seg_ptr + u)
-        seg_stop = tl.load(seg_ptr + u + 1)
-        start = seg_start + (p - tl.load(first_piece_ptr + u)) * PIECE
-        stop = tl.minimum(start + PIECE, seg_stop)
-        cols = tl.arange(0, BLOCK_D)
-        cmask = cols < DIM
-        acc = tl.zeros([BLOCK_D], dtype=tl.float32)
-        for base in range(start, stop, BLOCK_N):
-            pos = base + tl.arange(0, BLOCK_N)
-            pmask = pos < stop
-            index = tl.load(order_ptr + pos, mask=pmask, other=0)
-            g = tl.load(grad_ptr + index[:, None] * grad_stride + cols[None, :], mask=pmask[:, None] & cmask[None, :], other=0.0)
-            acc += tl.sum(g, axis=0)
-        if seg_stop - seg_start <= PIECE:
-            slot = tl.load(slot_ptr + u)
-            slot = tl.where(slot >= 0, slot, spare)
-            _apply_optimizer(rows_ptr + slot * row_stride, acc, cols, cmask, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
-        else:
-            tl.store(partial_ptr + p * DIM + cols, acc, mask=cmask)
+    """One block of ``P`` grouped positions: sum each id's gradient rows in the block (one ``[P, P] @ [P, D]``
+    product of the equal-slot matrix), step the ids whose rows all lie in the block, and leave the partial
+    sums of the two ids that cross the block's edges (``head``: came from before; ``tail``: goes on)."""
+    b = tl.program_id(0).to(tl.int64)
+    first = b * P
+    lane = tl.arange(0, P)
+    pos = first + lane
+    valid = pos < n
+    slot = tl.load(slot_ptr + pos, mask=valid, other=-2)  # -2: no slot (ids have -1 or more)
+    before = tl.load(slot_ptr + pos - 1, mask=valid & (pos > 0), other=-3)
+    prev = tl.load(slot_ptr + first - 1, mask=first > 0, other=-3)
+    after = tl.load(slot_ptr + first + P, mask=first + P < n, other=-3)
+    index = tl.load(order_ptr + pos, mask=valid, other=0)
+    cols = tl.arange(0, BLOCK_D)
+    cmask = cols < DIM
+    g = tl.load(grad_ptr + index[:, None] * grad_stride + cols[None, :], mask=valid[:, None] & cmask[None, :], other=0.0)
+    same = ((slot[:, None] == slot[None, :]) & valid[:, None]).to(tl.float32)
+    sums = tl.dot(same, g, input_precision="ieee")
+    starts = valid & (slot != before)
+    inside = starts & (slot != prev) & (slot != after)
+    target = tl.where(slot >= 0, slot, spare).to(tl.int64)
+    mask = inside[:, None] & cmask[None, :]
+    _apply_optimizer(rows_ptr + target[:, None] * row_stride, sums, mask, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
+    slot_first = tl.load(slot_ptr + first)
+    if slot_first == prev:
+        tl.store(head_ptr + b * DIM + cols, tl.sum(tl.where((lane == 0)[:, None], sums, 0.0), axis=0), mask=cmask)
+    slot_last = tl.load(slot_ptr + first + P - 1, mask=first + P - 1 < n, other=-2)
+    if (slot_last == after) & (slot_last != prev):
+        tl.store(tail_ptr + b * DIM + cols, tl.sum(tl.where((lane == P - 1)[:, None], sums, 0.0), axis=0), mask=cmask)
 
 
 @triton.jit
-def _combine_update_kernel(
-    seg_ptr, first_piece_ptr, slot_ptr, rows_ptr, row_stride, spare, partial_ptr,
+def _crossing_update_kernel(
+    slot_ptr, n, rows_ptr, row_stride, spare, head_ptr, tail_ptr,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
-    DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, PIECE: tl.constexpr, OPT: tl.constexpr,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, OPT: tl.constexpr,
 ):
-    u = tl.program_id(0)
-    count = tl.load(seg_ptr + u + 1) - tl.load(seg_ptr + u)
-    if count > PIECE:
-        first = tl.load(first_piece_ptr + u)
-        last = first + (count + PIECE - 1) // PIECE
-        cols = tl.arange(0, BLOCK_D)
-        cmask = cols < DIM
-        acc = tl.zeros([BLOCK_D], dtype=tl.float32)
-        for base in range(first, last, BLOCK_N):
-            piece = base + tl.arange(0, BLOCK_N)
-            pmask = piece < last
-            g = tl.load(partial_ptr + piece[:, None] * DIM + cols[None, :], mask=pmask[:, None] & cmask[None, :], other=0.0)
-            acc += tl.sum(g, axis=0)
-        slot = tl.load(slot_ptr + u)
-        slot = tl.where(slot >= 0, slot, spare)
-        _apply_optimizer(rows_ptr + slot * row_stride, acc, cols, cmask, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
+    """Step the id that starts in block ``b`` and goes on past it: its tail here plus the heads of the blocks it covers."""
+    b = tl.program_id(0).to(tl.int64)
+    first = b * P
+    if first + P < n:
+        slot_last = tl.load(slot_ptr + first + P - 1)
+        prev = tl.load(slot_ptr + first - 1, mask=first > 0, other=-3)
+        if (slot_last == tl.load(slot_ptr + first + P)) & (slot_last != prev):
+            cols = tl.arange(0, BLOCK_D)
+            cmask = cols < DIM
+            acc = tl.load(tail_ptr + b * DIM + cols, mask=cmask, other=0.0)
+            k = b + 1
+            going = k > b
+            while going:
+                acc += tl.load(head_ptr + k * DIM + cols, mask=cmask, other=0.0)
+                ahead = (k + 1) * P
+                going = ahead < n
+                if going:
+                    going = tl.load(slot_ptr + ahead) == slot_last
+                k += 1
+            target = tl.where(slot_last >= 0, slot_last, spare).to(tl.int64)
+            row = tl.zeros([2], dtype=tl.int64) + target
+            one = tl.arange(0, 2) == 0  # a two-row tile whose second row is masked off
+            g = tl.where(one[:, None], acc[None, :], 0.0)
+            mask = one[:, None] & cmask[None, :]
+            _apply_optimizer(rows_ptr + row[:, None] * row_stride, g, mask, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
 
 
 def reduce_and_update(
-    optimizer: EmbOptimType, rows: torch.Tensor, slots: torch.Tensor, index_grads: torch.Tensor,
-    order: torch.Tensor, counts: torch.Tensor, params: OptimizerParams, step: int,
+    optimizer: EmbOptimType, rows: torch.Tensor, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
+    params: OptimizerParams, step: int,
 ) -> None:
-    """In place on ``rows`` ``[capacity + 1, dim + state]``: for unique id ``u`` at ``slots[u]`` (-1: the spare
-    last row), sum ``index_grads[order[j]]`` over its segment ``j`` (``counts[u]`` long) and apply one step."""
-    n_unique = counts.numel()
-    if n_unique == 0:
+    """In place on ``rows`` ``[capacity + 1, dim + state]``: position ``j`` carries the gradient row
+    ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (equal slots adjacent; -1: the spare last row);
+    each id's rows are summed and its row stepped once. No host sync: blocks of ``_SEGMENT_BLOCK`` positions
+    step the ids inside them, a second kernel the ids that cross block edges (hot ids span many)."""
+    n = grouped_slots.numel()
+    if n == 0:
         return
     dim = index_grads.shape[1]
-    device = rows.device
-    total = order.numel()
-    seg = torch.zeros(n_unique + 1, dtype=torch.int64, device=device)
-    torch.cumsum(counts, 0, out=seg[1:])
-    pieces = (counts + (_PIECE - 1)) // _PIECE
-    piece_end = torch.cumsum(pieces, 0)
-    first_piece = piece_end - pieces
-    # Pieces number at most n_unique + total // PIECE: a grid known without a host sync.
-    grid = n_unique + total // _PIECE
-    # Owner of each piece (first u with piece_end[u] > p), searched here in bulk rather than per program.
-    owner = torch.searchsorted(piece_end, torch.arange(grid, device=device), right=True)
-    partial = torch.empty(grid, dim, dtype=torch.float32, device=device)
-    block_d = triton.next_power_of_2(dim)
+    blocks = triton.cdiv(n, _SEGMENT_BLOCK)
+    head = torch.empty(blocks, dim, dtype=torch.float32, device=rows.device)
+    tail = torch.empty(blocks, dim, dtype=torch.float32, device=rows.device)
     spare = rows.shape[0] - 1
     hyper = _hyper_parameters(params, step)
-    meta = dict(DIM=dim, BLOCK_D=block_d, BLOCK_N=_BLOCK_N, PIECE=_PIECE, OPT=_OPTIMIZER_CODE[optimizer], num_warps=_SEGMENT_WARPS)
-    _reduce_update_kernel[(grid,)](
-        index_grads, index_grads.stride(0), order, seg, owner, first_piece, slots, rows, rows.stride(0), spare, partial, n_unique,
-        *hyper, **meta,
+    meta = dict(DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), P=_SEGMENT_BLOCK, OPT=_OPTIMIZER_CODE[optimizer])
+    _segment_update_kernel[(blocks,)](
+        index_grads, index_grads.stride(0), order, grouped_slots, n, rows, rows.stride(0), spare, head, tail, *hyper, **meta,
     )
     try:
-        _combine_update_kernel[(n_unique,)](seg, first_piece, slots, rows, rows.stride(0), spare, partial, *hyper, **meta)
+        _crossing_update_kernel[(blocks,)](grouped_slots, n, rows, rows.stride(0), spare, head, tail, *hyper, **meta)
     except Exception as error:
-        raise PartialUpdateError(f"the first kernel already updated the rows of short segments: {error}") from error
+        raise PartialUpdateError(f"the first kernel already stepped the ids inside blocks: {error}") from error
 
 
 def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
