@@ -105,14 +105,29 @@ class DeviceTableGroup:
         return self.tables[0].scores.clock
 
     def lookup(self, indices: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> tuple[torch.Tensor, GroupPlan]:
-        """Training forward of the whole batch: output in TBE layout, and each index's slot for backward."""
+        """Training forward of the whole batch: output in TBE layout, and each index's slot for backward.
+
+        With pooling NONE the rows are gathered before the host learns whether any
+        index is new, so the GPU gathers while the host waits; new ids' rows are
+        patched in afterwards. Pooled modes need every row first.
+        """
         with op_range("storage_find"):
             slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=True)
+        values = self.rows[:, : self.dim]
+        output = None
+        if pooling is PoolingMode.NONE:
+            with op_range("gather_embedding"):
+                output = kernels.gather_rows(values, torch.where(slots >= 0, slots, self.spare))
         with op_range("flagged_compact"):
             missing = torch.nonzero(slots < 0).squeeze(1)  # the one host sync of a batch without new ids
         fresh = self._insert(indices, slots, buckets, missing) if missing.numel() else None
         with op_range("gather_embedding"):
-            output = self._gather(slots, fresh, missing, layout, pooling)
+            if output is None:
+                output = self._pool(slots, fresh, missing, layout, pooling)
+            elif fresh is not None:
+                # Ids whose bucket was full of this batch's ids (slot -1) read fresh values, not stored ones.
+                stored = slots[missing]
+                output[missing] = torch.where((stored < 0).unsqueeze(1), fresh, kernels.gather_rows(values, torch.where(stored >= 0, stored, self.spare)))
         return output, GroupPlan(slots, self.version, indices, layout.offsets, layout.batch_size)
 
     def _find(self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, touch: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -155,23 +170,15 @@ class DeviceTableGroup:
         # Ids whose bucket was full of this batch's ids (slot -1) are used with these values, not stored.
         return fresh[inverse, : self.dim]
 
-    def _gather(self, slots: torch.Tensor, fresh: torch.Tensor | None, missing: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
-        """Rows of every index (NONE) or their bag sums ``[batch, tables * dim]``, read from the stored rows.
-
-        Indices that found no slot read ``fresh`` instead: patched in place for NONE
-        without a host sync; pooled modes pool from patched per-index rows only when
-        some index is in that case (one sync after an insert).
-        """
+    def _pool(self, slots: torch.Tensor, fresh: torch.Tensor | None, missing: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
+        """Bag sums (MEAN: means) ``[batch, tables * dim]`` of the stored rows; indices that found no slot
+        add ``fresh`` values instead (found out with one host sync after an insert)."""
         values = self.rows[:, : self.dim]
         stored = torch.where(slots >= 0, slots, self.spare)
-        patch = fresh is not None and (pooling is PoolingMode.NONE or bool((slots[missing] < 0).any()))
-        if pooling is PoolingMode.NONE or patch:
-            per_index = kernels.gather_rows(values, stored)
-            if patch:
-                per_index[missing] = torch.where((slots[missing] < 0).unsqueeze(1), fresh, per_index[missing])
-            if pooling is PoolingMode.NONE:
-                return per_index
-            source, inverse = per_index, torch.arange(slots.numel(), device=self.device)
+        if fresh is not None and bool((slots[missing] < 0).any()):
+            source = kernels.gather_rows(values, stored)
+            source[missing] = torch.where((slots[missing] < 0).unsqueeze(1), fresh, source[missing])
+            inverse = torch.arange(slots.numel(), device=self.device)
         else:
             source, inverse = values, stored
         tables, batch = len(self.tables), layout.batch_size

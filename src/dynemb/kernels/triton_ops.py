@@ -40,9 +40,12 @@ from dynemb.options import EmbOptimType, PoolingMode
 _SEGMENT_BLOCK = 32
 # Rows loaded per loop step in the reductions.
 _BLOCK_N = 8
-# Warps per program of the per-segment and per-bag kernels: most segments are a row or
-# two, so small programs (32 resident per SM) keep more rows in flight than wide ones.
-_SEGMENT_WARPS = 2
+# Warps per program of the per-bag kernel: most bags are a row or two, so small programs
+# (32 resident per SM) keep more rows in flight than wide ones.
+_BAG_WARPS = 2
+# Warps per block of the fused reduce + update: its [32, dim] tiles (gradients, sums,
+# row and ADAM state) would spill registers with fewer threads.
+_SEGMENT_WARPS = 8
 # Rows per program in the row gather.
 _GATHER_ROWS = 8
 # Keys per program and bucket positions per step in the probe.
@@ -325,6 +328,7 @@ def reduce_and_update(
     meta = dict(DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), P=_SEGMENT_BLOCK, OPT=_OPTIMIZER_CODE[optimizer])
     _segment_update_kernel[(blocks,)](
         index_grads, index_grads.stride(0), order, grouped_slots, n, rows, rows.stride(0), spare, head, tail, *hyper, **meta,
+        num_warps=_SEGMENT_WARPS,
     )
     try:
         _crossing_update_kernel[(blocks,)](grouped_slots, n, rows, rows.stride(0), spare, head, tail, *hyper, **meta)
@@ -389,7 +393,7 @@ def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, m
     dim = emb.shape[1]
     _pool_kernel[(bags,)](
         emb, emb.stride(0), inverse, offsets, out, out.stride(0),
-        DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN, num_warps=_SEGMENT_WARPS,
+        DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN, num_warps=_BAG_WARPS,
     )
 
 
