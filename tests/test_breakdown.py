@@ -365,11 +365,27 @@ def test_backward_counts_only_kernels_launched_on_the_range_thread():
     assert set(rows["phase"]) == {"forward", "backward"}
 
 
-def test_sidecar_has_backend_range_wall_time_per_iteration():
-    (result,) = run_breakdown([TBE_THREADS]).values()
-    (total_ns,) = _sql(TBE_THREADS, """
-        SELECT sum(n.end - n.start) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
-        WHERE n.eventType = 59 AND coalesce(s.value, n.text) = 'trc'""")[0]
+@pytest.mark.parametrize("device_lag_ns", [0, 50_000_000])
+def test_sidecar_has_backend_time_until_its_device_work_is_done(tmp_path, device_lag_ns):
+    """A backend range's time per iteration runs until its launched work ends, as an unprofiled timing does.
+
+    The real trace syncs inside its ranges; a copy with every kernel 50 ms later shows work
+    launched in a range and finishing after it (an asynchronous backend).
+    """
+    trace = _edit(_copy(tmp_path, TBE_THREADS, "lagged.sqlite"),
+                  f"UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = start + {device_lag_ns}, end = end + {device_lag_ns}")
+    (result,) = run_breakdown([trace]).values()
+    span = """
+        SELECT sum(max(n.end, coalesce((
+            SELECT max(w.end) FROM (SELECT correlationId, end FROM CUPTI_ACTIVITY_KIND_KERNEL
+                                    UNION ALL SELECT correlationId, end FROM CUPTI_ACTIVITY_KIND_MEMSET) w
+            JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = w.correlationId
+            WHERE r.globalTid = n.globalTid AND n.start <= r.start AND r.start < n.end), 0)) - n.start),
+            sum(n.end - n.start)
+        FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+        WHERE n.eventType = 59 AND coalesce(s.value, n.text) = 'trc'"""
+    until_done_ns, host_ns = _sql(trace, span)[0]
     assert result.label == TBE_LABEL and result.num_iters == 2
-    assert result.busy_info()["range_ms_per_iter"] == pytest.approx({"trc": total_ns / 1e6 / 2})
+    assert result.busy_info()["range_ms_per_iter"] == pytest.approx({"trc": until_done_ns / 1e6 / 2})
+    assert (until_done_ns > host_ns + device_lag_ns) if device_lag_ns else (until_done_ns >= host_ns)
     assert result.range_ms_per_iter["trc"] > result.busy_ms_per_iter["trc"]

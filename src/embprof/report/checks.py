@@ -121,8 +121,9 @@ def checks_markdown(results_dir: Path) -> str:
         f"backend's device work per iteration in the same trace: {passed} of {len(sums)} within "
         f"{CONSISTENCY_TOLERANCE:.0%}.\n\n" + _md(sums)
         + "\n## Profiled iteration against the unprofiled timing\n\n"
-        "Wall time of each backend's range per profiled iteration (nsys running) against the timing "
-        "run's train ms (no profiler) of the same config.\n\n" + _md(overhead(results_dir, records), "{:.2f}")
+        "Time per profiled iteration of each backend (nsys running; from its range's start until the "
+        "range and the device work launched in it are done) against the timing run's train ms (no "
+        "profiler) of the same config.\n\n" + _md(overhead(results_dir, records), "{:.2f}")
         + "\n## DynamicEmb against TBE, beside the reference system\n\n"
         "Train ms per iteration, dyn / trc, with NVIDIA dynamicemb's published H100 ratio where there is "
         "one.\n\n" + _md(against_reference(records), "{:.2f}")

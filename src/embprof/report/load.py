@@ -82,7 +82,7 @@ class BusyTime:
 
     ms_per_iter: dict[str, float]
     time_source: str
-    # Wall time of each backend's ranges per profiled iteration; empty in older sidecars.
+    # Time per profiled iteration of each backend, until its device work is done; empty in older sidecars.
     range_ms_per_iter: dict[str, float] = field(default_factory=dict)
 
     @property

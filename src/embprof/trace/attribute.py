@@ -41,9 +41,10 @@ class Attributed:
 
     ``groups`` columns: label, backend, phase, parent_stages, op, is_op_range,
     kind, kernel_name, calls, total_ns. ``busy_ns`` maps (label, backend) to the
-    union of device time; ``range_ns`` maps (label, backend) to the summed wall
-    time of the backend's ranges (what the profiled iterations took on the
-    host's clock); ``iterations`` maps label to its iteration count.
+    union of device time; ``range_ns`` maps (label, backend) to the summed time
+    from each backend range's start until both the range and the device work
+    launched in it are done (what the profiled iterations took, measured as the
+    unprofiled timing measures them); ``iterations`` maps label to its iteration count.
     """
 
     groups: pd.DataFrame
@@ -156,7 +157,28 @@ class RangeContext:
     path_name: list[np.ndarray]
     iterations: dict[str, int]
     has_config_names: bool
-    backend_range_ns: dict[tuple[str, str], int]
+    backend_spans: BackendSpans
+    backend_range_of: np.ndarray
+
+
+@dataclass
+class BackendSpans:
+    """The ``dyn``/``trc`` ranges inside an iteration of their own config: position, label, backend, extent."""
+
+    position: np.ndarray
+    label: list[str]
+    backend: list[str]
+    start: np.ndarray
+    end: np.ndarray
+
+    def wall_ns(self, work_end: np.ndarray) -> dict[tuple[str, str], int]:
+        """Summed time per (label, backend) from each range's start until both it and the work launched
+        in it (``work_end``: latest device end per span, -1 if none) are done."""
+        end = np.maximum(self.end, work_end)
+        totals: dict[tuple[str, str], int] = {}
+        for key, ns in zip(zip(self.label, self.backend, strict=True), (end - self.start).tolist(), strict=True):
+            totals[key] = totals.get(key, 0) + int(ns)
+        return totals
 
 
 def range_context(ranges: Ranges, layout: str = "default") -> RangeContext:
@@ -169,6 +191,7 @@ def range_context(ranges: Ranges, layout: str = "default") -> RangeContext:
     parent = forest.parent = np.append(forest.parent, -1).astype(np.int32)  # sentinel parent too
     config_of = np.full(n + 1, -1, np.int32)
     iter_of = np.full(n + 1, -1, np.int32)
+    backend_range_of = np.full(n + 1, -1, np.int32)
     backend_of = np.full(n + 1, -1, np.int8)
     phase_of = np.full(n + 1, -1, np.int8)
     op_of = np.full(n + 1, -1, np.int32)
@@ -179,10 +202,10 @@ def range_context(ranges: Ranges, layout: str = "default") -> RangeContext:
     for idx in forest.levels:
         p = parent[idx]
         p[p < 0] = n
-        for arr in (config_of, iter_of, backend_of, phase_of, op_of, path_of):
+        for arr in (config_of, iter_of, backend_of, backend_range_of, phase_of, op_of, path_of):
             arr[idx] = arr[p]
         c = cls[idx]
-        for kind, arr, value in ((CONFIG, config_of, idx), (ITERATION, iter_of, idx), (OP, op_of, idx),
+        for kind, arr, value in ((CONFIG, config_of, idx), (ITERATION, iter_of, idx), (OP, op_of, idx), (BACKEND, backend_range_of, idx),
                                  (BACKEND, backend_of, val[idx]), (PHASE, phase_of, val[idx])):
             hit = c == kind
             if hit.any():
@@ -200,35 +223,32 @@ def range_context(ranges: Ranges, layout: str = "default") -> RangeContext:
     if layout == "default" and len(iter_cfg):
         counts = pd.Series(name[iter_cfg[iter_cfg >= 0]]).value_counts()
         iterations = {ranges.names[int(k)]: int(v) for k, v in counts.items()}
-    backend_range_ns = _backend_range_ns(ranges, forest, cls, val, name, config_of, iter_of) if layout == "default" else {}
+    spans = _backend_spans(ranges, forest, cls, val, name, config_of, iter_of, layout)
     forest.levels, forest.order = [], forest.order[:0]  # only needed above
     return RangeContext(
         forest=forest, layout=layout, names=ranges.names, name=name, parent=parent, config_of=config_of,
         iter_of=iter_of, backend_of=backend_of, phase_of=phase_of, op_of=op_of, path_of=path_of,
         parent_path=parent_path, path_name=path_name, iterations=iterations,
         has_config_names=bool((name_cls == CONFIG).any()),
-        backend_range_ns=backend_range_ns,
+        backend_spans=spans, backend_range_of=backend_range_of,
     )
 
 
-def _backend_range_ns(
+def _backend_spans(
     ranges: Ranges, forest: Forest, cls: np.ndarray, val: np.ndarray, name: np.ndarray,
-    config_of: np.ndarray, iter_of: np.ndarray,
-) -> dict[tuple[str, str], int]:
-    """Summed wall time of the ``dyn``/``trc`` ranges that sit in an iteration of their own config."""
-    idx = np.flatnonzero(cls == BACKEND)
+    config_of: np.ndarray, iter_of: np.ndarray, layout: str,
+) -> BackendSpans:
+    """The ``dyn``/``trc`` ranges that sit in an iteration of their own config."""
+    idx = np.flatnonzero(cls == BACKEND) if layout == "default" else np.zeros(0, np.int64)
     cfg, it = config_of[idx], iter_of[idx]
     ok = (cfg >= 0) & (it >= 0)
     ok[ok] = config_of[it[ok]] == cfg[ok]
     idx, cfg = idx[ok], cfg[ok]
-    if not len(idx):
-        return {}
     original = forest.order[idx]
-    wall = pd.DataFrame({
-        "label": name[cfg], "backend": val[idx],
-        "ns": (ranges.end[original] - ranges.start[original]).astype(np.int64),
-    }).groupby(["label", "backend"])["ns"].sum()
-    return {(ranges.names[int(lab)], BACKENDS[int(b)]): int(ns) for (lab, b), ns in wall.items()}
+    return BackendSpans(
+        position=idx, label=[ranges.names[int(c)] for c in name[cfg]], backend=[BACKENDS[int(b)] for b in val[idx]],
+        start=ranges.start[original].astype(np.int64), end=ranges.end[original].astype(np.int64),
+    )
 
 
 def attribute(trace: Trace, layout: str = "default", context: RangeContext | None = None) -> Attributed:
@@ -254,6 +274,15 @@ def attribute(trace: Trace, layout: str = "default", context: RangeContext | Non
     op_is_range = has_op & kernel
     op_code = np.where(op_is_range, ctx.name[op_pos], wk.name)
     del op_pos, op
+
+    # Each backend range's latest device end: a profiled iteration lasts until its GPU work is done.
+    span_of = np.full(n + 1, -1, np.int64)
+    span_of[ctx.backend_spans.position] = np.arange(len(ctx.backend_spans.position))
+    work_span = span_of[ctx.backend_range_of[r]]
+    span_end = np.full(len(ctx.backend_spans.position), -1, np.int64)
+    inside = work_span >= 0
+    np.maximum.at(span_end, work_span[inside], wk.end[inside].astype(np.int64))
+    del span_of, work_span, inside
 
     if layout == "default":
         config, iteration = ctx.config_of[r], ctx.iter_of[r]
@@ -328,7 +357,7 @@ def attribute(trace: Trace, layout: str = "default", context: RangeContext | Non
         part = o[cuts[k] : cuts[k + 1]]
         lab = label_names[int(key) // len(backend_names)]
         busy[(lab, backend_names[int(key) % len(backend_names)])] = _union_ns(s[part], e[part], presorted=True)
-    return Attributed(groups=out, busy_ns=busy, iterations=iterations, range_ns=ctx.backend_range_ns)
+    return Attributed(groups=out, busy_ns=busy, iterations=iterations, range_ns=ctx.backend_spans.wall_ns(span_end))
 
 
 def trace_stem(path) -> str:
