@@ -76,7 +76,8 @@ def _assert_same_tables(a: BatchedDynamicEmbeddingTables, b: BatchedDynamicEmbed
 def test_shared_storage_trains_like_separate_tables(
     monkeypatch: pytest.MonkeyPatch, device: str, optimizer: EmbOptimType, pooling: PoolingMode, strategy: DynamicEmbScoreStrategy,
 ) -> None:
-    options = _options(strategy)
+    eval_draw = DynamicEmbInitializerArgs(mode=DynamicEmbInitializerMode.NORMAL, mean=0.5, std_dev=0.1)
+    options = _options(strategy, eval_initializer_args=eval_draw)
     shared, separate = _pair(monkeypatch, optimizer, pooling, options, device)
     for ids, offsets in _batches(len(options)):
         ids, offsets = ids.to(device), offsets.to(device)
@@ -87,6 +88,13 @@ def test_shared_storage_trains_like_separate_tables(
             outputs.append(out.detach())
         torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
     _assert_same_tables(shared, separate)
+    # Eval: stored rows, and the eval initializer's values for ids never seen; nothing inserted.
+    sizes = [shared.size(t) for t in range(len(options))]
+    ids = ids.clone()
+    ids[::2] += 1  # every other id never seen, the rest trained
+    outputs = [tables.eval()(ids, offsets) for tables in (shared, separate)]
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
+    assert [shared.size(t) for t in range(len(options))] == sizes
     evictions = shared.cache_stats()["evictions"]
     assert evictions == separate.cache_stats()["evictions"] > 0, "the case must evict"
     for t in range(len(options)):

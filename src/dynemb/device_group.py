@@ -54,17 +54,19 @@ class GroupPlan:
 
 
 def _shares_storage(options: list[DynamicEmbTableOptions], layouts: list[Layout]) -> bool:
-    """Every row on the device, and one row width, bucket capacity, score strategy and initializer draw."""
+    """Every row on the device, and one row width, bucket capacity, score strategy and initializer draws."""
     if any(layout.mode is not StorageMode.GPU for layout in layouts):
         return False
     first = options[0]
     draws = [Initializer(o.initializer_args, 0, o.max_capacity) for o in options]
+    eval_draws = [Initializer(o.eval_initializer_args, 0, o.max_capacity) for o in options]
     return all(
         layout.width == layouts[0].width
         and o.effective_bucket_capacity == first.effective_bucket_capacity
         and o.score_strategy is first.score_strategy
         and draw.same_draw_as(draws[0])
-        for o, layout, draw in zip(options, layouts, draws, strict=True)
+        and eval_draw.same_draw_as(eval_draws[0])
+        for o, layout, draw, eval_draw in zip(options, layouts, draws, eval_draws, strict=True)
     )
 
 
@@ -170,17 +172,45 @@ class DeviceTableGroup:
         # Ids whose bucket was full of this batch's ids (slot -1) are used with these values, not stored.
         return fresh[inverse, : self.dim]
 
+    def eval_lookup(self, indices: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
+        """Eval forward of the whole batch: stored rows, the eval initializer's values for unknown ids;
+        nothing inserted, no score or counter touched."""
+        with op_range("storage_find"):
+            slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=False)
+        values = self.rows[:, : self.dim]
+        stored = torch.where(slots >= 0, slots, self.spare)
+        per_index = None
+        if pooling is PoolingMode.NONE:
+            with op_range("gather_embedding"):
+                per_index = kernels.gather_rows(values, stored)
+        with op_range("flagged_compact"):
+            missing = torch.nonzero(slots < 0).squeeze(1)
+        if missing.numel():
+            if per_index is None:
+                per_index = kernels.gather_rows(values, stored)
+            with op_range("initializer"):
+                table = torch.searchsorted(self.table_base, buckets[missing], right=True) - 1
+                per_index[missing] = self.tables[0].eval_initializer(indices[missing], self.dim, self.seed_words[table])
+        if pooling is PoolingMode.NONE:
+            return per_index
+        with op_range("gather_embedding"):
+            if per_index is None:
+                return self._pool_bags(values, stored, layout, pooling)
+            return self._pool_bags(per_index, torch.arange(slots.numel(), device=self.device), layout, pooling)
+
     def _pool(self, slots: torch.Tensor, fresh: torch.Tensor | None, missing: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
-        """Bag sums (MEAN: means) ``[batch, tables * dim]`` of the stored rows; indices that found no slot
-        add ``fresh`` values instead (found out with one host sync after an insert)."""
+        """Bag sums (MEAN: means) of the stored rows; indices that found no slot add ``fresh`` values
+        instead (found out with one host sync after an insert)."""
         values = self.rows[:, : self.dim]
         stored = torch.where(slots >= 0, slots, self.spare)
         if fresh is not None and bool((slots[missing] < 0).any()):
             source = kernels.gather_rows(values, stored)
             source[missing] = torch.where((slots[missing] < 0).unsqueeze(1), fresh, source[missing])
-            inverse = torch.arange(slots.numel(), device=self.device)
-        else:
-            source, inverse = values, stored
+            return self._pool_bags(source, torch.arange(slots.numel(), device=self.device), layout, pooling)
+        return self._pool_bags(values, stored, layout, pooling)
+
+    def _pool_bags(self, source: torch.Tensor, inverse: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
+        """``[batch, tables * dim]``: bag ``(t, b)`` of rows ``source[inverse[j]]`` into row ``b``, columns of table ``t``."""
         tables, batch = len(self.tables), layout.batch_size
         bags = torch.empty(tables * batch, self.dim, dtype=torch.float32, device=self.device)
         kernels.pool_rows(source, inverse, layout.offsets, pooling, bags)

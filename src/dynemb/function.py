@@ -49,8 +49,10 @@ def lookup_batch(module: BatchedDynamicEmbeddingTables, indices: torch.Tensor, l
     (rows ``start:stop`` for pooling NONE, its columns for SUM/MEAN), so no
     concatenation copy follows.
     """
-    if training and module.group is not None:
-        return module.group.lookup(indices, layout, module.pooling_mode)
+    if module.group is not None:
+        if training:
+            return module.group.lookup(indices, layout, module.pooling_mode)
+        return module.group.eval_lookup(indices, layout, module.pooling_mode), []
     pooled = module.pooling_mode is not PoolingMode.NONE
     if pooled:
         width = sum(table.dim for table in module.tables)
