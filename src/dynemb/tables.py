@@ -98,7 +98,11 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return self._table(table).capacity
 
     def cache_stats(self, table: int | None = None) -> dict[str, int]:
-        """Lookups of unique ids that hit or missed the device tier, and ids it evicted (training only)."""
+        """Training lookups that hit or missed the device tier, and ids it evicted.
+
+        Table by table a lookup is one of the batch's unique ids; tables in one shared
+        device storage (``self.group``) count every index, as their one-pass find sees them.
+        """
         chosen = self.tables if table is None else [self._table(table)]
         return {
             "hits": sum(int(t.hits) for t in chosen),
