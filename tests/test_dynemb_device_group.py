@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICES
 
 import dynemb.device_group as device_group
 from dynemb import (
@@ -15,11 +16,6 @@ from dynemb import (
     EmbOptimType,
     PoolingMode,
 )
-
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]),
-]
 
 
 def _options(strategy: DynamicEmbScoreStrategy, **overrides: object) -> list[DynamicEmbTableOptions]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -17,11 +18,6 @@ from dynemb import (
 from dynemb.hash_table import BucketedHashTable
 from dynemb.hashing import bucket_of
 from dynemb.initializers import Initializer
-
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]),
-]
 
 
 class DictTable:

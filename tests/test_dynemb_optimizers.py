@@ -6,13 +6,10 @@ import math
 
 import pytest
 import torch
+from devices import DEVICES
 
 from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
 
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]),
-]
 ROWS, DIM, BATCH, STEPS = 20, 4, 5, 12
 LR, EPS, BETA1, BETA2, DECAY, ACC0 = 0.1, 1e-6, 0.8, 0.95, 0.01, 0.1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICES
 
 from dynemb import (
     BatchedDynamicEmbeddingTables,
@@ -16,10 +17,6 @@ from dynemb import (
     StorageMode,
 )
 
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]),
-]
 DIM, CAPACITY = 4, 1024
 ROW_BYTES_ADAM = DIM * 3 * 4
 # All-on-device rows train through the fused kernel, other modes through torch: on CUDA the two

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from devices import DEVICES
 
 from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
 
@@ -11,10 +12,6 @@ fbgemm_training = pytest.importorskip("fbgemm_gpu.split_table_batched_embeddings
 fbgemm_common = pytest.importorskip("fbgemm_gpu.split_table_batched_embeddings_ops_common")
 fbgemm_configs = pytest.importorskip("fbgemm_gpu.split_embedding_configs")
 
-DEVICES = [
-    "cpu",
-    pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")]),
-]
 ROWS, DIM, TABLES, BATCH, STEPS, LR, EPS = 60, 8, 2, 6, 25, 0.05, 1e-4
 
 TBE_OPTIMIZER = {
