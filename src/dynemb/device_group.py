@@ -6,8 +6,8 @@ and that share the row width, bucket capacity, score strategy and initializer
 (seed aside) are therefore laid out as one hash table: table ``t`` owns buckets
 ``table_base[t] + [0, num_buckets_t)``, then one spare bucket that no key hashes to
 (its first slot is the table's own spare entry), so each table's ``KeyValueTable``
-is a view of its region and every per-table operation (export, load, size, eval
-lookups) works unchanged.
+is a view of its region and every per-table operation (export, load, size) works
+unchanged.
 
 Training goes as TBE's does, with slots for ids:
 
@@ -17,6 +17,8 @@ Training goes as TBE's does, with slots for ids:
   is one gather (pooling NONE) or one pooling kernel of the stored rows.
 - backward: the batch's slots (one int per index) are sorted once; runs of equal
   slots are the unique ids whose gradients the fused kernel sums and applies.
+
+Eval lookups take the same find (without touching scores) and gather.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ class DeviceTableGroup:
         self.bucket_capacity = tables[0].table.index.bucket_capacity
         self.dim = tables[0].dim
         self.rows = rows
+        self.arrays = arrays
         self.index = BucketedHashTable(rows.shape[0] // self.bucket_capacity, self.bucket_capacity, device, arrays)
         self.table_buckets = torch.tensor([t.table.index.num_buckets for t in tables], dtype=torch.int64, device=device)
         self.table_base = torch.tensor(bucket_base, dtype=torch.int64, device=device)
@@ -135,8 +138,8 @@ class DeviceTableGroup:
     def _find(self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, touch: bool) -> tuple[torch.Tensor, torch.Tensor]:
         clock = self._clock() if touch else self.tables[0].scores.clock
         return kernels.group_find(
-            indices, offsets, batch_size, self.table_buckets, self.table_base, self.index._keys, self.index._occupied,
-            self.index._scores, self.bucket_capacity, clock, self.counts_accesses, touch, self.hits, self.misses,
+            indices, offsets, batch_size, self.table_buckets, self.table_base, self.arrays.keys, self.arrays.occupied,
+            self.arrays.scores, self.bucket_capacity, clock, self.counts_accesses, touch, self.hits, self.misses,
         )
 
     def _insert(self, indices: torch.Tensor, slots: torch.Tensor, buckets: torch.Tensor, missing: torch.Tensor) -> torch.Tensor:
