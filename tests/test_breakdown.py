@@ -387,5 +387,6 @@ def test_sidecar_has_backend_time_until_its_device_work_is_done(tmp_path, device
     until_done_ns, host_ns = _sql(trace, span)[0]
     assert result.label == TBE_LABEL and result.num_iters == 2
     assert result.busy_info()["range_ms_per_iter"] == pytest.approx({"trc": until_done_ns / 1e6 / 2})
+    assert result.busy_info()["range_rule"] == "until-device-done"
     assert (until_done_ns > host_ns + device_lag_ns) if device_lag_ns else (until_done_ns >= host_ns)
     assert result.range_ms_per_iter["trc"] > result.busy_ms_per_iter["trc"]

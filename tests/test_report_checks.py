@@ -13,12 +13,13 @@ from report_inputs import LABELS, write_results
 
 from embprof.report.checks import against_reference, checks_markdown, consistency, overhead
 from embprof.report.load import read_results
+from embprof.trace.pipeline import RANGE_RULE
 
 
-def _with_walls(root: Path, label: str, walls: dict[str, float]) -> None:
+def _with_walls(root: Path, label: str, walls: dict[str, float], rule: str | None = None) -> None:
     path = root / "opcalls" / f"opcalls__{label}.busy.json"
     data = json.loads(path.read_text())
-    path.write_text(json.dumps({**data, "range_ms_per_iter": walls}))
+    path.write_text(json.dumps({**data, "range_ms_per_iter": walls} | ({"range_rule": rule} if rule else {})))
 
 
 def test_consistency_flags_rows_that_do_not_add_up(tmp_path: Path) -> None:
@@ -43,6 +44,9 @@ def test_overhead_compares_profiled_wall_time_with_the_timing_run(tmp_path: Path
     dyn_train = records[0]["dyn_train_ms"]
     assert table.loc["dyn", "overhead_pct"] == pytest.approx(100 * (2.5 / dyn_train - 1))
     assert table.loc["trc", "timed_train_ms"] == records[0]["trc_train_ms"]
+    assert set(table["measured_as"]) == {"host range only"}  # a sidecar from before the until-done rule
+    _with_walls(root, LABELS[0], {"dyn": 2.5, "trc": 1.12}, rule=RANGE_RULE)
+    assert set(overhead(root, records)["measured_as"]) == {"range + its device work"}
 
 
 def test_reference_ratios_where_published(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import pandas as pd
 
 from embprof.labels import parse_label
 from embprof.trace.output import CSV_COLUMNS, busy_path, opcalls_path
+from embprof.trace.pipeline import RANGE_RULE
 
 # The breakdown's CSV contract and file names (DESIGN.md), defined once where they are written.
 OPCALLS_COLUMNS = tuple(CSV_COLUMNS)
@@ -82,8 +83,10 @@ class BusyTime:
 
     ms_per_iter: dict[str, float]
     time_source: str
-    # Time per profiled iteration of each backend, until its device work is done; empty in older sidecars.
+    # Time per profiled iteration of each backend; empty in older sidecars.
     range_ms_per_iter: dict[str, float] = field(default_factory=dict)
+    # True: until its device work is done (RANGE_RULE); False: the range's host time only (older sidecars).
+    range_until_device_done: bool = False
 
     @property
     def cpu_leaf_ops(self) -> bool:
@@ -105,7 +108,9 @@ def read_busy(path: Path) -> BusyTime | None:
         raise InputError(f"{path}: time_source must be made of {TIME_SOURCES}, got {source!r}")
     busy = _ms_per_backend(path, data, "busy_ms_per_iter")
     walls = _ms_per_backend(path, data, "range_ms_per_iter") if "range_ms_per_iter" in data else {}
-    return BusyTime(ms_per_iter=busy, time_source=source, range_ms_per_iter=walls)
+    return BusyTime(
+        ms_per_iter=busy, time_source=source, range_ms_per_iter=walls, range_until_device_done=data.get("range_rule") == RANGE_RULE,
+    )
 
 
 def _ms_per_backend(path: Path, data: dict, key: str) -> dict[str, float]:

@@ -16,6 +16,9 @@ from .output import CSV_COLUMNS
 from .readers import read_trace
 
 LAYOUTS = ("default", "any")
+# How range_ms_per_iter is measured: from each backend range's start until both the range and the
+# device work launched in it are done. Sidecars without the field hold the range's host time only.
+RANGE_RULE = "until-device-done"
 
 
 @dataclass
@@ -38,6 +41,7 @@ class LabelBreakdown:
             "num_iters": self.num_iters,
             "busy_ms_per_iter": self.busy_ms_per_iter,
             "range_ms_per_iter": self.range_ms_per_iter,
+            "range_rule": RANGE_RULE,
             "dropped_unlaunched": self.dropped_unlaunched,
             "traces": self.traces,
         }
