@@ -114,26 +114,32 @@ class DeviceTableGroup:
 
         With pooling NONE the rows are gathered before the host learns whether any
         index is new, so the GPU gathers while the host waits; new ids' rows are
-        patched in afterwards. Pooled modes need every row first.
+        patched in afterwards. Pooled modes pool once every slot is known.
         """
         with op_range("storage_find"):
             slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=True)
-        values = self.rows[:, : self.dim]
-        output = None
+        per_index = None
         if pooling is PoolingMode.NONE:
             with op_range("gather_embedding"):
-                output = kernels.gather_rows(values, torch.where(slots >= 0, slots, self.spare))
+                per_index = kernels.gather_rows(self._values, self._stored(slots))
         with op_range("flagged_compact"):
             missing = torch.nonzero(slots < 0).squeeze(1)  # the one host sync of a batch without new ids
-        fresh = self._insert(indices, slots, buckets, missing) if missing.numel() else None
+        if missing.numel():
+            fresh = self._insert(indices, slots, buckets, missing)
+            with op_range("gather_embedding"):
+                per_index = self._patch(per_index, slots, missing, fresh)
         with op_range("gather_embedding"):
-            if output is None:
-                output = self._pool(slots, fresh, missing, layout, pooling)
-            elif fresh is not None:
-                # Ids whose bucket was full of this batch's ids (slot -1) read fresh values, not stored ones.
-                stored = slots[missing]
-                output[missing] = torch.where((stored < 0).unsqueeze(1), fresh, kernels.gather_rows(values, torch.where(stored >= 0, stored, self.spare)))
+            output = self._output(per_index, slots, layout, pooling)
         return output, GroupPlan(slots, self.version, indices, layout.offsets, layout.batch_size)
+
+    @property
+    def _values(self) -> torch.Tensor:
+        """The embedding columns of every stored row (the optimizer state follows them)."""
+        return self.rows[:, : self.dim]
+
+    def _stored(self, slots: torch.Tensor) -> torch.Tensor:
+        """Row of each slot; the spare row for -1."""
+        return torch.where(slots >= 0, slots, self.spare)
 
     def _find(self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, touch: bool) -> tuple[torch.Tensor, torch.Tensor]:
         clock = self._clock() if touch else self.tables[0].scores.clock
@@ -170,7 +176,7 @@ class DeviceTableGroup:
             for t in self.tables:
                 t.table.index.version += 1
         with op_range("store_to_flat"):
-            self.rows[torch.where(new_slots >= 0, new_slots, self.spare)] = fresh
+            self.rows[self._stored(new_slots)] = fresh
         slots[missing] = new_slots[inverse]
         # Ids whose bucket was full of this batch's ids (slot -1) are used with these values, not stored.
         return fresh[inverse, : self.dim]
@@ -180,40 +186,41 @@ class DeviceTableGroup:
         nothing inserted, no score or counter touched."""
         with op_range("storage_find"):
             slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=False)
-        values = self.rows[:, : self.dim]
-        stored = torch.where(slots >= 0, slots, self.spare)
         per_index = None
         if pooling is PoolingMode.NONE:
             with op_range("gather_embedding"):
-                per_index = kernels.gather_rows(values, stored)
+                per_index = kernels.gather_rows(self._values, self._stored(slots))
         with op_range("flagged_compact"):
             missing = torch.nonzero(slots < 0).squeeze(1)
         if missing.numel():
             if per_index is None:
-                per_index = kernels.gather_rows(values, stored)
+                per_index = kernels.gather_rows(self._values, self._stored(slots))
             with op_range("initializer"):
                 table = torch.searchsorted(self.table_base, buckets[missing], right=True) - 1
                 per_index[missing] = self.tables[0].eval_initializer(indices[missing], self.dim, self.seed_words[table])
+        with op_range("gather_embedding"):
+            return self._output(per_index, slots, layout, pooling)
+
+    def _patch(self, per_index: torch.Tensor | None, slots: torch.Tensor, missing: torch.Tensor, fresh: torch.Tensor) -> torch.Tensor | None:
+        """Per-index rows after an insert: the new ids' stored rows, ``fresh`` values where an index found no
+        slot. Pooled modes (``per_index`` None) only need them when some index found none (one host sync)."""
+        unstored = slots[missing] < 0
+        if per_index is None:
+            if not bool(unstored.any()):
+                return None
+            per_index = kernels.gather_rows(self._values, self._stored(slots))
+        per_index[missing] = torch.where(unstored.unsqueeze(1), fresh, kernels.gather_rows(self._values, self._stored(slots[missing])))
+        return per_index
+
+    def _output(self, per_index: torch.Tensor | None, slots: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
+        """NONE: the per-index rows. SUM/MEAN: ``[batch, tables * dim]``, bag ``(t, b)`` into row ``b``, columns
+        of table ``t``, summed from ``per_index`` where given, else straight from the stored rows."""
         if pooling is PoolingMode.NONE:
             return per_index
-        with op_range("gather_embedding"):
-            if per_index is None:
-                return self._pool_bags(values, stored, layout, pooling)
-            return self._pool_bags(per_index, torch.arange(slots.numel(), device=self.device), layout, pooling)
-
-    def _pool(self, slots: torch.Tensor, fresh: torch.Tensor | None, missing: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
-        """Bag sums (MEAN: means) of the stored rows; indices that found no slot add ``fresh`` values
-        instead (found out with one host sync after an insert)."""
-        values = self.rows[:, : self.dim]
-        stored = torch.where(slots >= 0, slots, self.spare)
-        if fresh is not None and bool((slots[missing] < 0).any()):
-            source = kernels.gather_rows(values, stored)
-            source[missing] = torch.where((slots[missing] < 0).unsqueeze(1), fresh, source[missing])
-            return self._pool_bags(source, torch.arange(slots.numel(), device=self.device), layout, pooling)
-        return self._pool_bags(values, stored, layout, pooling)
-
-    def _pool_bags(self, source: torch.Tensor, inverse: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
-        """``[batch, tables * dim]``: bag ``(t, b)`` of rows ``source[inverse[j]]`` into row ``b``, columns of table ``t``."""
+        if per_index is None:
+            source, inverse = self._values, self._stored(slots)
+        else:
+            source, inverse = per_index, torch.arange(slots.numel(), device=self.device)
         tables, batch = len(self.tables), layout.batch_size
         bags = torch.empty(tables * batch, self.dim, dtype=torch.float32, device=self.device)
         kernels.pool_rows(source, inverse, layout.offsets, pooling, bags)
