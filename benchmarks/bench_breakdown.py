@@ -105,6 +105,7 @@ def generate(path: Path, iters: int, ops_per_phase: int = 300, side_per_iter: in
     """Write the export; returns its row counts."""
     import numpy as np
 
+    from embprof.atomic import atomic_path
     from embprof.trace.synth import write_export
 
     ranges, launches, iter_len = _template(ops_per_phase, 2, 5, 1500, side_per_iter)
@@ -160,12 +161,11 @@ def generate(path: Path, iters: int, ops_per_phase: int = 300, side_per_iter: in
         "globalTid": np.full(len(starts) + 1, GLOBAL_PID + MAIN_TID - 0x1000000),
         "textId": [None] * (len(starts) + 1), "domainId": np.zeros(len(starts) + 1, np.int64),
     }
-    tmp = path.with_suffix(".tmp")
-    write_export(tmp, strings, {
-        "CUPTI_ACTIVITY_KIND_KERNEL": kernels, "CUPTI_ACTIVITY_KIND_MEMCPY": memcpy,
-        "CUPTI_ACTIVITY_KIND_RUNTIME": runtime, "NVTX_EVENTS": nvtx,
-    })
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        write_export(tmp, strings, {
+            "CUPTI_ACTIVITY_KIND_KERNEL": kernels, "CUPTI_ACTIVITY_KIND_MEMCPY": memcpy,
+            "CUPTI_ACTIVITY_KIND_RUNTIME": runtime, "NVTX_EVENTS": nvtx,
+        })
     return {"kernels": int(is_k.sum()), "memcpy": int((~is_k).sum()), "runtime": len(corr), "nvtx": len(starts) + 1}
 
 

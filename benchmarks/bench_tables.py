@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
+from embprof.atomic import write_json
 
 ROW_FLOATS = {EmbOptimType.EXACT_SGD: 1, EmbOptimType.ADAM: 3}
 CONFIGS = {
@@ -243,13 +242,10 @@ def format_row(record: dict) -> str:
             f"{ratio(record['dyn_first_pass_ms'], record['tbe_first_pass_ms'], 8)}")
 
 
-def write_json(path: str, work: Workload, records: list[dict]) -> None:
+def write_results(path: str, work: Workload, records: list[dict]) -> None:
     payload = {"workload": {k: (str(v) if isinstance(v, torch.device) else v) for k, v in work.__dict__.items()},
                "gpu": torch.cuda.get_device_name() if work.device.type == "cuda" else None, "results": records}
-    folder = os.path.dirname(os.path.abspath(path))
-    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, suffix=".tmp") as handle:
-        json.dump(payload, handle, indent=2)
-    os.replace(handle.name, path)
+    write_json(path, payload)
 
 
 SEED_SIZE = dict(tables=10, rows=16 * 2**20 // 10, batch=104_857, iterations=100, warmup=10)
@@ -297,7 +293,7 @@ def main(argv: list[str]) -> int:
     work = Workload(args.tables, args.rows, args.batch, args.dim, args.alpha, args.iterations, args.warmup, args.cache_ratio, device)
     records = run(work, names)
     if args.json:
-        write_json(args.json, work, records)
+        write_results(args.json, work, records)
     return 0
 
 

@@ -34,6 +34,7 @@ import torch.distributed as dist
 from benchmark.results import library_versions
 from benchmark.runner import Stopwatch
 from dynemb.ranges import emit_range
+from embprof.atomic import write_text
 from embprof.labels import sanitize_label
 
 from .backends import (
@@ -187,13 +188,7 @@ def write_torch_trace(
 
 def write_skip_note(trace_dir: Path, label: str, reason: str) -> Path:
     """In place of traces: ``<label>.skipped.txt`` holding why the run could not be profiled."""
-    trace_dir.mkdir(parents=True, exist_ok=True)
-    target = trace_dir / f"{sanitize_label(label)}.skipped.txt"
-    fd, tmp = tempfile.mkstemp(prefix=".skip.", dir=trace_dir)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(reason + "\n")
-    os.replace(tmp, target)
-    return target
+    return write_text(trace_dir / f"{sanitize_label(label)}.skipped.txt", reason + "\n")
 
 
 def gather(values: list[float], device: torch.device, world_size: int) -> list[list[float]]:

@@ -6,16 +6,14 @@ python workflow/scripts/embedding_collection_results.py RUN.json... --out result
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: benchmark/
 
 from benchmark.embedding_collection.records import check_record  # noqa: E402
 from benchmark.results import ResultsFileError, read_records  # noqa: E402
+from embprof.atomic import write_json  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,12 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ResultsFileError, ValueError) as exc:
         print(f"embedding_collection_results: {path}: {exc}", file=sys.stderr)
         return 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{args.out.name}.", suffix=".tmp", dir=args.out.parent)
-    with os.fdopen(fd, "w") as fh:
-        json.dump(merged, fh, indent=1)
-        fh.write("\n")
-    os.replace(tmp, args.out)
+    write_json(args.out, merged, indent=1)
     print(f"{args.out}: {len(merged)} record(s)")
     return 0
 
