@@ -56,6 +56,16 @@ def test_kernels_under_the_triton_interpreter() -> None:
     assert " passed" in child.stdout and " failed" not in child.stdout, child.stdout[-2000:]
 
 
+def _first_per_bucket(table: BucketedHashTable, keys: torch.Tensor, most: int) -> torch.Tensor:
+    """The first ``most`` of ``keys`` in each bucket, in their order."""
+    buckets = table.buckets(keys)
+    rank = torch.zeros_like(buckets)
+    for b in torch.unique(buckets).tolist():
+        where = torch.nonzero(buckets == b).squeeze(1)
+        rank[where] = torch.arange(where.numel(), device=DEVICE)
+    return keys[rank < most]
+
+
 def _filled_table(num_buckets: int, bucket_capacity: int, seed: int) -> tuple[BucketedHashTable, torch.Tensor]:
     """A table with some buckets full (evictions happened), some partly filled, some empty; and the keys tried."""
     generator = torch.Generator().manual_seed(seed)
@@ -64,14 +74,8 @@ def _filled_table(num_buckets: int, bucket_capacity: int, seed: int) -> tuple[Bu
     for step in range(4):
         keys = torch.unique(torch.randint(-50, 400, (bucket_capacity * num_buckets // 2,), generator=generator))
         keys = keys[torch.randperm(keys.numel(), generator=generator)].to(DEVICE)
-        keys = keys[table.find(keys) < 0]
         # Drop keys that would overfill a bucket in one insert (the tables check this before inserting).
-        buckets = table.buckets(keys)
-        rank = torch.zeros_like(buckets)
-        for b in torch.unique(buckets).tolist():
-            where = torch.nonzero(buckets == b).squeeze(1)
-            rank[where] = torch.arange(where.numel(), device=DEVICE)
-        keys = keys[rank < bucket_capacity]
+        keys = _first_per_bucket(table, keys[table.find(keys) < 0], bucket_capacity)
         table.insert(keys, torch.full_like(keys, step))
         tried.append(keys)
     return table, torch.cat(tried + [torch.tensor([0, -1, 7, 10**12, -(2**63)], device=DEVICE)])
@@ -143,11 +147,8 @@ def test_group_find_matches_torch(add_counts: bool) -> None:
         view = BucketedHashTable(buckets, cap, DEVICE, arrays.region(start * cap, buckets * cap + 1))
         keys = torch.unique(torch.randint(-40, 40, (buckets * cap,), generator=generator)).to(DEVICE)
         keys = keys[torch.randperm(keys.numel(), generator=generator).to(DEVICE)]
-        rank = torch.zeros_like(keys)  # keep what fits in one insert, so every bucket fills a prefix
-        for b in torch.unique(view.buckets(keys)).tolist():
-            where = torch.nonzero(view.buckets(keys) == b).squeeze(1)
-            rank[where] = torch.arange(where.numel(), device=DEVICE)
-        view.insert(keys[rank < cap - 1], torch.full_like(keys[rank < cap - 1], 3))
+        keys = _first_per_bucket(view, keys, cap - 1)  # what fits in one insert, with an empty slot left to end probes
+        view.insert(keys, torch.full_like(keys, 3))
     sizes = [30, 0, 25, 41]
     offsets = torch.tensor([0, 5, 30, 30, 30, 40, 55, 55, 96], device=DEVICE)  # batch size 2, bags of the 4 tables
     indices = torch.randint(-50, 50, (sum(sizes),), generator=generator).to(DEVICE)
