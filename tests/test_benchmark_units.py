@@ -176,3 +176,32 @@ def test_each_suite_builds_its_storage_mode(suite: str) -> None:
             assert cfg.hbm_rows_per_table(distinct) == [
                 -(-n * int(cfg.cache_footprint_ratio * 10) // 10) for n in distinct
             ]
+
+
+class _RecordingModule(torch.nn.Module):
+    """Notes each forward's mode; a row per index, as pooling NONE returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(1000, 4))
+        self.calls: list[tuple[bool, bool]] = []
+
+    def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:  # noqa: ARG002 - TBE's signature
+        self.calls.append((self.training, torch.is_grad_enabled()))
+        return self.weight[indices % self.weight.shape[0]]
+
+
+def test_warm_up_trains_every_batch_then_runs_one_eval_step_and_leaves_training_on() -> None:
+    from benchmark.runner import Backend, GradSource, Workload, warm_up
+
+    batches = _batches()
+    modules = {name: _RecordingModule() for name in ("dyn", "trc")}
+    work = Workload(
+        cfg=suite_configs("TestGpu", PRESETS["smoke"])[0], device=CPU, batches=batches,
+        backends=[Backend(name, module) for name, module in modules.items()],
+        trc_skip_reason=None, grads=GradSource(1), check=False,
+    )
+    warm_up(work)
+    for module in modules.values():
+        assert module.calls == [(True, True)] * len(batches) + [(False, False)]
+        assert module.training
