@@ -15,6 +15,7 @@ from dynemb import (
     DynamicEmbTableOptions,
     EmbOptimType,
     PoolingMode,
+    StorageMode,
 )
 
 
@@ -97,11 +98,66 @@ def test_shared_storage_trains_like_separate_tables(
         assert shared.size(t) == separate.size(t)
 
 
+def _caching_options(
+    strategy: DynamicEmbScoreStrategy, optimizer: EmbOptimType, cache_rows: int, sizes: tuple[int, ...] = (96, 40, 200), **overrides: object,
+) -> list[DynamicEmbTableOptions]:
+    """CACHING tables (of different sizes by default), each with a device cache of ``cache_rows`` rows."""
+    from dynemb.storage import plan_layout
+
+    row_bytes = plan_layout(DynamicEmbTableOptions(dim=6), optimizer).width * 4
+    return _options(strategy, sizes=sizes, local_hbm_for_values=cache_rows * row_bytes, caching=True, **overrides)
+
+
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_table_loaded_between_forward_and_backward_is_found_again(monkeypatch: pytest.MonkeyPatch, device: str) -> None:
-    options = _options(DynamicEmbScoreStrategy.TIMESTAMP, sizes=(4096, 4096))
+@pytest.mark.parametrize(
+    ("optimizer", "pooling", "strategy", "prefetch"),
+    [
+        (EmbOptimType.EXACT_SGD, PoolingMode.NONE, DynamicEmbScoreStrategy.TIMESTAMP, True),
+        (EmbOptimType.ADAM, PoolingMode.SUM, DynamicEmbScoreStrategy.LFU, False),
+        (EmbOptimType.EXACT_ROWWISE_ADAGRAD, PoolingMode.MEAN, DynamicEmbScoreStrategy.LFU, True),
+        (EmbOptimType.ADAM, PoolingMode.NONE, DynamicEmbScoreStrategy.TIMESTAMP, False),
+    ],
+)
+def test_shared_caches_and_host_storage_train_like_separate_caching_tables(
+    monkeypatch: pytest.MonkeyPatch, device: str, optimizer: EmbOptimType, pooling: PoolingMode, strategy: DynamicEmbScoreStrategy,
+    prefetch: bool,
+) -> None:
+    # Caches of two buckets of 8: every batch misses, evicts (written back to host storage) and,
+    # with up to ~35 ids of a table in a batch, finds buckets full of its own ids (those stay in host storage).
+    eval_draw = DynamicEmbInitializerArgs(mode=DynamicEmbInitializerMode.NORMAL, mean=0.5, std_dev=0.1)
+    options = _caching_options(strategy, optimizer, cache_rows=16, eval_initializer_args=eval_draw)
+    shared, separate = _pair(monkeypatch, optimizer, pooling, options, device)
+    assert shared.group.backing is not None and shared.storage_mode(0) is StorageMode.CACHING
+    for ids, offsets in _batches(len(options), count=6):
+        ids, offsets = ids.to(device), offsets.to(device)
+        outputs = []
+        for tables in (shared, separate):
+            if prefetch:
+                tables.prefetch(ids, offsets)
+            out = tables(ids, offsets)
+            out.backward(out.detach() * 0.3 + 1.0)
+            outputs.append(out.detach())
+        torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
+    _assert_same_tables(shared, separate)
+    ids = ids.clone()
+    ids[::2] += 1  # every other id never seen; the rest cached or in host storage
+    outputs = [tables.eval()(ids, offsets) for tables in (shared, separate)]
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
+    evictions = shared.cache_stats()["evictions"]
+    assert evictions == separate.cache_stats()["evictions"] > 0, "the case must evict"
+    for t in range(len(options)):
+        assert shared.size(t) == separate.size(t) > 16
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("caching", [False, True])
+def test_a_table_loaded_between_forward_and_backward_is_found_again(monkeypatch: pytest.MonkeyPatch, device: str, caching: bool) -> None:
+    if caching:
+        options = _caching_options(DynamicEmbScoreStrategy.TIMESTAMP, EmbOptimType.ADAM, cache_rows=64, sizes=(4096, 4096))
+    else:
+        options = _options(DynamicEmbScoreStrategy.TIMESTAMP, sizes=(4096, 4096))
     shared, separate = _pair(monkeypatch, EmbOptimType.ADAM, PoolingMode.NONE, options, device)
-    (ids, offsets), (more, _) = _batches(2, count=2)
+    (ids, offsets), (more, _) = _batches(len(options), count=2)
     ids, offsets, more = ids.to(device), offsets.to(device), torch.unique(more).to(device)
     for tables in (shared, separate):
         out = tables(ids, offsets)
@@ -116,9 +172,18 @@ def test_storage_is_shared_only_by_tables_that_agree() -> None:
         return BatchedDynamicEmbeddingTables(list(options), EmbOptimType.ADAM, PoolingMode.SUM).group
 
     base = DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8)
-    assert group_of(base, base) is not None
-    assert group_of(base, DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8, seed=9)) is not None
+    assert group_of(base, base) is not None and group_of(base, base).backing is None
     uniform = DynamicEmbInitializerArgs(mode=DynamicEmbInitializerMode.UNIFORM, lower=-0.1, upper=0.1)
+
+    def caching(capacity: int, cache_rows: int) -> DynamicEmbTableOptions:
+        row_bytes = 4 * 12  # dim 4 and ADAM's two moments
+        return DynamicEmbTableOptions(
+            dim=4, max_capacity=capacity, bucket_capacity=8, initializer_args=uniform, local_hbm_for_values=cache_rows * row_bytes, caching=True,
+        )
+
+    assert group_of(caching(64, 16), caching(500, 40)).backing is not None  # caches of different sizes, one bucket size
+    assert group_of(caching(64, 16), caching(64, 4)) is None  # a cache of 4 rows has buckets of 4
+    assert group_of(base, DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8, seed=9)) is not None
     assert group_of(DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8, initializer_args=uniform),
                     DynamicEmbTableOptions(dim=4, max_capacity=500, bucket_capacity=8, initializer_args=uniform)) is not None
     for other in (

@@ -19,6 +19,12 @@ Training goes as TBE's does, with slots for ids:
   slots are the unique ids whose gradients the fused kernel sums and applies.
 
 Eval lookups take the same find (without touching scores) and gather.
+
+CACHING tables that agree the same way share their device caches as one such group
+and their host storages as one ``HostTier`` behind it: a batch's cache misses are
+read from host storage (or initialized) and the rows they evict written back
+there, each in one pass for all tables; ids that find no cache slot are used and
+updated in host storage.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ import torch
 
 from dynemb import kernels
 from dynemb.hash_table import BucketedHashTable, SlotArrays
+from dynemb.host_memory import device_view
+from dynemb.host_tier import HostTier
 from dynemb.initializers import Initializer
+from dynemb.key_value_table import KeyValueTable
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import (
     DynamicEmbScoreStrategy,
@@ -40,7 +49,7 @@ from dynemb.options import (
 )
 from dynemb.ranges import op_range
 from dynemb.segments import unpool_grad
-from dynemb.storage import DynamicTable, FlatTable, Layout, build_table, plan_layout
+from dynemb.storage import CachedTable, DynamicTable, FlatTable, Layout, build_table, plan_layout
 from dynemb.validation import BatchLayout
 
 
@@ -53,17 +62,21 @@ class GroupPlan:
     indices: torch.Tensor
     offsets: torch.Tensor
     batch_size: int
+    spilled: bool = False  # some index found no cache slot: its id's row is in host storage
 
 
 def _shares_storage(options: list[DynamicEmbTableOptions], layouts: list[Layout]) -> bool:
-    """Every row on the device, and one row width, bucket capacity, score strategy and initializer draws."""
-    if any(layout.mode is not StorageMode.GPU for layout in layouts):
+    """One storage mode, GPU or CACHING, and one row width, bucket capacities, score strategy and initializer draws."""
+    mode = layouts[0].mode
+    if mode not in (StorageMode.GPU, StorageMode.CACHING):
         return False
     first = options[0]
     draws = [Initializer(o.initializer_args, 0, o.max_capacity) for o in options]
     eval_draws = [Initializer(o.eval_initializer_args, 0, o.max_capacity) for o in options]
     return all(
-        layout.width == layouts[0].width
+        layout.mode is mode
+        and layout.width == layouts[0].width
+        and layout.cache_bucket_capacity == layouts[0].cache_bucket_capacity
         and o.effective_bucket_capacity == first.effective_bucket_capacity
         and o.score_strategy is first.score_strategy
         and draw.same_draw_as(draws[0])
@@ -73,17 +86,26 @@ def _shares_storage(options: list[DynamicEmbTableOptions], layouts: list[Layout]
 
 
 class DeviceTableGroup:
-    """The tables of one module that share device storage, and the batched lookup and update over them."""
+    """The tables of one module that share device storage, and the batched lookup and update over them.
 
-    def __init__(self, tables: list[FlatTable], arrays: SlotArrays, rows: torch.Tensor, bucket_base: list[int], device: torch.device) -> None:
+    ``tiers``: each table's device tier (a ``FlatTable``'s table, a ``CachedTable``'s
+    cache) as views of ``arrays`` and ``rows``; ``backing``: the caching tables' host storage.
+    """
+
+    def __init__(
+        self, tables: list[DynamicTable], tiers: list[KeyValueTable], arrays: SlotArrays, rows: torch.Tensor, bucket_base: list[int],
+        device: torch.device, backing: HostTier | None = None,
+    ) -> None:
         self.tables = tables
+        self.tiers = tiers
+        self.backing = backing
         self.device = device
-        self.bucket_capacity = tables[0].table.index.bucket_capacity
+        self.bucket_capacity = tiers[0].index.bucket_capacity
         self.dim = tables[0].dim
         self.rows = rows
         self.arrays = arrays
         self.index = BucketedHashTable(rows.shape[0] // self.bucket_capacity, self.bucket_capacity, device, arrays)
-        self.table_buckets = torch.tensor([t.table.index.num_buckets for t in tables], dtype=torch.int64, device=device)
+        self.table_buckets = torch.tensor([tier.index.num_buckets for tier in tiers], dtype=torch.int64, device=device)
         self.table_base = torch.tensor(bucket_base, dtype=torch.int64, device=device)
         self.seed_words = torch.tensor([t.initializer.seed_word for t in tables], dtype=torch.int64, device=device)
         self.counts_accesses = tables[0].scores.strategy is DynamicEmbScoreStrategy.LFU
@@ -94,11 +116,14 @@ class DeviceTableGroup:
         for t, table in enumerate(tables):
             table.hits, table.misses, table.evictions = self.hits[t], self.misses[t], self.evictions[t]
         self.slot_dtype = torch.int32 if rows.shape[0] < 2**31 else torch.int64
+        # The reference system's op names: a cache's find and insert are cache_lookup and cache_insert_evict.
+        self.find_op = "storage_find" if backing is None else "cache_lookup"
+        self.insert_op = "storage_insert" if backing is None else "cache_insert_evict"
 
     @property
     def version(self) -> int:
         """Changes whenever any table's slots change owner (an insert here or through a table)."""
-        return sum(t.table.version for t in self.tables)
+        return sum(tier.version for tier in self.tiers)
 
     @property
     def spare(self) -> int:
@@ -116,7 +141,7 @@ class DeviceTableGroup:
         index is new, so the GPU gathers while the host waits; new ids' rows are
         patched in afterwards. Pooled modes pool once every slot is known.
         """
-        with op_range("storage_find"):
+        with op_range(self.find_op):
             slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=True)
         per_index = None
         if pooling is PoolingMode.NONE:
@@ -124,13 +149,25 @@ class DeviceTableGroup:
                 per_index = kernels.gather_rows(self._values, self._stored(slots))
         with op_range("flagged_compact"):
             missing = torch.nonzero(slots < 0).squeeze(1)  # the one host sync of a batch without new ids
+        spilled = False
         if missing.numel():
-            fresh = self._insert(indices, slots, buckets, missing)
+            fresh, spilled = self._insert(indices, slots, buckets, missing)
             with op_range("gather_embedding"):
                 per_index = self._patch(per_index, slots, missing, fresh)
         with op_range("gather_embedding"):
             output = self._output(per_index, slots, layout, pooling)
-        return output, GroupPlan(slots, self.version, indices, layout.offsets, layout.batch_size)
+        return output, GroupPlan(slots, self.version, indices, layout.offsets, layout.batch_size, spilled)
+
+    def prefetch(self, indices: torch.Tensor, layout: BatchLayout) -> None:
+        """Bring a coming batch's ids into the caches (a group without host storage holds every row already)."""
+        if self.backing is None:
+            return
+        with op_range(self.find_op):
+            slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=True)
+        with op_range("flagged_compact"):
+            missing = torch.nonzero(slots < 0).squeeze(1)
+        if missing.numel():
+            self._insert(indices, slots, buckets, missing)
 
     @property
     def _values(self) -> torch.Tensor:
@@ -148,8 +185,9 @@ class DeviceTableGroup:
             self.arrays.scores, self.bucket_capacity, clock, self.counts_accesses, touch, self.hits, self.misses,
         )
 
-    def _insert(self, indices: torch.Tensor, slots: torch.Tensor, buckets: torch.Tensor, missing: torch.Tensor) -> torch.Tensor:
-        """Insert the absent ids of the batch; return the fresh embedding of each missing index."""
+    def _insert(self, indices: torch.Tensor, slots: torch.Tensor, buckets: torch.Tensor, missing: torch.Tensor) -> tuple[torch.Tensor, bool]:
+        """Insert the absent ids of the batch; return the embedding of each missing index, and whether some
+        id found no slot (with host storage: it stays there, and ``slots`` says -1 for its indices)."""
         with op_range("segmented_unique"):
             keys, key_buckets = indices[missing], buckets[missing]
             # Sorted by (bucket, id): buckets are table-major, so each table's new ids are a run.
@@ -163,28 +201,55 @@ class DeviceTableGroup:
             inverse = torch.empty_like(order)
             inverse[order] = torch.cumsum(starts, 0) - 1
             table = torch.searchsorted(self.table_base, new_buckets, right=True) - 1
-        with op_range("initializer"):
-            fresh = self.tables[0].initial_rows(new_keys, self.seed_words[table])
-        with op_range("storage_insert"):
-            if self.counts_accesses:
-                scores = torch.diff(first, append=first.new_tensor([missing.numel()]))
-            else:
-                scores = torch.full_like(new_keys, self.tables[0].scores.clock)
+        uses = torch.diff(first, append=first.new_tensor([missing.numel()]))  # indices per new id
+        fresh, scores = self._incoming(new_keys, table, uses)
+        with op_range(self.insert_op):
             identity = torch.arange(new_keys.numel(), device=self.device)
             new_slots, evicted = self.index.insert_sorted(new_buckets, identity, new_keys, scores, protect=slots)
             self.evictions.index_add_(0, table, evicted.mask.to(torch.int64))
-            for t in self.tables:
-                t.table.index.version += 1
+            for tier in self.tiers:
+                tier.index.version += 1
+        if self.backing is not None:
+            # Write-back of the evicted ids' rows before the new rows take their slots.
+            with op_range("flagged_compact"):
+                real = torch.nonzero(evicted.mask).squeeze(1)
+            if real.numel():
+                with op_range("load_from_flat"):
+                    evicted_rows = self.rows[evicted.slots[real]]
+                with op_range("storage_insert"):
+                    self.backing.upsert(evicted.keys[real], table[real], evicted_rows, evicted.scores[real])
         with op_range("store_to_flat"):
             self.rows[self._stored(new_slots)] = fresh
         slots[missing] = new_slots[inverse]
-        # Ids whose bucket was full of this batch's ids (slot -1) are used with these values, not stored.
-        return fresh[inverse, : self.dim]
+        spilled = False
+        if self.backing is not None:
+            outside = torch.nonzero(new_slots < 0).squeeze(1)
+            spilled = outside.numel() > 0
+            if spilled:
+                with op_range("storage_insert"):
+                    outside = outside[torch.sort(new_keys[outside], stable=True).indices]  # in id order, as a table on its own
+                    self.backing.upsert(new_keys[outside], table[outside], fresh[outside], scores[outside])
+        # Ids whose bucket was full of this batch's ids (slot -1) are used with these values, not cached.
+        return fresh[inverse, : self.dim], spilled
+
+    def _incoming(self, keys: torch.Tensor, table: torch.Tensor, uses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Full rows and scores of ids entering the device tier: from host storage where it holds them, else initial."""
+        initial = self.tables[0]
+        if self.backing is None:
+            with op_range("initializer"):
+                rows = initial.initial_rows(keys, self.seed_words[table])
+            return rows, initial.scores.for_new(uses)
+        with op_range("storage_find"):
+            stored = self.backing.find(keys, table)
+            rows = self.backing.read(stored)
+        with op_range("initializer"):
+            rows = torch.where((stored >= 0).unsqueeze(1), rows, initial.initial_rows(keys, self.seed_words[table]))
+        return rows, initial.scores.for_new(uses, self.backing.index.slot_scores(stored))
 
     def eval_lookup(self, indices: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
         """Eval forward of the whole batch: stored rows, the eval initializer's values for unknown ids;
         nothing inserted, no score or counter touched."""
-        with op_range("storage_find"):
+        with op_range(self.find_op):
             slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=False)
         per_index = None
         if pooling is PoolingMode.NONE:
@@ -195,9 +260,15 @@ class DeviceTableGroup:
         if missing.numel():
             if per_index is None:
                 per_index = kernels.gather_rows(self._values, self._stored(slots))
+            keys = indices[missing]
+            table = torch.searchsorted(self.table_base, buckets[missing], right=True) - 1
             with op_range("initializer"):
-                table = torch.searchsorted(self.table_base, buckets[missing], right=True) - 1
-                per_index[missing] = self.tables[0].eval_initializer(indices[missing], self.dim, self.seed_words[table])
+                rows = self.tables[0].eval_initializer(keys, self.dim, self.seed_words[table])
+            if self.backing is not None:
+                with op_range("storage_find"):
+                    stored = self.backing.find(keys, table)
+                    rows = torch.where((stored >= 0).unsqueeze(1), self.backing.read(stored, self.dim), rows)
+            per_index[missing] = rows
         with op_range("gather_embedding"):
             return self._output(per_index, slots, layout, pooling)
 
@@ -244,31 +315,89 @@ class DeviceTableGroup:
         with op_range("segmented_unique"):
             # Sorting the slots groups each id's indices; slots below 2**31 sort as int32 (half the radix passes).
             sorted_slots, order = torch.sort(slots.to(self.slot_dtype))
+        first = self.tables[0]
         with op_range("optimizer_update_fused"):
-            first = self.tables[0]
             kernels.reduce_and_update(first.optimizer, self.rows, sorted_slots, order, index_grads, first.params, step)
+        if self.backing is not None and (plan.spilled or plan.version != self.version):
+            with op_range("optimizer_update_fused"):
+                # Indices whose id is not cached: update its row in host storage.
+                outside = torch.nonzero(slots < 0).squeeze(1)
+                if outside.numel():
+                    bounds = plan.offsets[:: plan.batch_size].contiguous()
+                    table = torch.searchsorted(bounds, outside, right=True) - 1
+                    stored, order = torch.sort(self.backing.find(plan.indices[outside], table))
+                    self.backing.update(first.optimizer, stored, order, index_grads[outside], first.params, step)
 
 
 def build_tables(
     options: list[DynamicEmbTableOptions], optimizer: EmbOptimType, params: OptimizerParams, seeds: list[int], device: torch.device,
 ) -> tuple[list[DynamicTable], DeviceTableGroup | None]:
-    """The module's tables, sharing one device storage (and a group to drive them) when they qualify."""
+    """The module's tables, sharing one storage (and a group to drive them) when they qualify."""
     layouts = [plan_layout(o, optimizer) for o in options]
-    if not _shares_storage(options, layouts):
-        return [build_table(o, optimizer, params, seed, device) for o, seed in zip(options, seeds, strict=True)], None
-    cap = options[0].effective_bucket_capacity
-    width = layouts[0].width
+    if _shares_storage(options, layouts):
+        if layouts[0].mode is StorageMode.GPU:
+            return _device_group(options, layouts, optimizer, params, seeds, device)
+        built = _caching_group(options, layouts, optimizer, params, seeds, device)
+        if built is not None:
+            return built
+    return [build_table(o, optimizer, params, seed, device) for o, seed in zip(options, seeds, strict=True)], None
+
+
+def _regions(
+    buckets: list[int], bucket_capacity: int, width: int, device: torch.device, rows_device: torch.device | None = None,
+) -> tuple[list[int], SlotArrays, torch.Tensor]:
+    """Bucket bases of tables laid out one after another (each with a spare bucket), their slot arrays and rows
+    (on ``rows_device`` if given)."""
     bucket_base = []
     total_buckets = 0
-    for o in options:
+    for count in buckets:
         bucket_base.append(total_buckets)
-        total_buckets += o.num_buckets + 1  # the table's buckets, then its spare bucket
-    slot_count = total_buckets * cap + 1  # and the group's own spare entry
-    arrays = SlotArrays.allocate(slot_count, device)
-    rows = torch.zeros(slot_count, width, dtype=torch.float32, device=device)
-    tables = []
-    for o, layout, seed, base in zip(options, layouts, seeds, bucket_base, strict=True):
-        start, length = base * cap, o.capacity + 1  # its slots and its spare (its spare bucket's first slot)
-        shared = (arrays.region(start, length), rows[start : start + length])
-        tables.append(FlatTable(o, layout, optimizer, params, seed, device, shared))
-    return tables, DeviceTableGroup(tables, arrays, rows, bucket_base, device)
+        total_buckets += count + 1  # the table's buckets, then its spare bucket
+    slot_count = total_buckets * bucket_capacity + 1  # and the group's own spare entry
+    rows = torch.zeros(slot_count, width, dtype=torch.float32, device=rows_device or device)
+    return bucket_base, SlotArrays.allocate(slot_count, device), rows
+
+
+def _view(arrays: SlotArrays, rows: torch.Tensor, base: int, bucket_capacity: int, capacity: int) -> tuple[SlotArrays, torch.Tensor]:
+    """One table's region: its slots and its spare (its spare bucket's first slot)."""
+    start, length = base * bucket_capacity, capacity + 1
+    return arrays.region(start, length), rows[start : start + length]
+
+
+def _device_group(
+    options: list[DynamicEmbTableOptions], layouts: list[Layout], optimizer: EmbOptimType, params: OptimizerParams, seeds: list[int],
+    device: torch.device,
+) -> tuple[list[DynamicTable], DeviceTableGroup]:
+    cap = options[0].effective_bucket_capacity
+    bucket_base, arrays, rows = _regions([o.num_buckets for o in options], cap, layouts[0].width, device)
+    tables = [
+        FlatTable(o, layout, optimizer, params, seed, device, _view(arrays, rows, base, cap, o.capacity))
+        for o, layout, seed, base in zip(options, layouts, seeds, bucket_base, strict=True)
+    ]
+    return tables, DeviceTableGroup(tables, [t.table for t in tables], arrays, rows, bucket_base, device)
+
+
+def _caching_group(
+    options: list[DynamicEmbTableOptions], layouts: list[Layout], optimizer: EmbOptimType, params: OptimizerParams, seeds: list[int],
+    device: torch.device,
+) -> tuple[list[DynamicTable], DeviceTableGroup] | None:
+    """Caches in one device storage, host storages in one ``HostTier``; None where kernels cannot reach host memory."""
+    width = layouts[0].width
+    storage_cap = options[0].effective_bucket_capacity
+    storage_buckets = [o.num_buckets for o in options]
+    storage_base, storage_arrays, host_rows = _regions(storage_buckets, storage_cap, width, device, torch.device("cpu"))
+    reachable = device_view(host_rows, device)
+    if reachable is None:
+        return None
+    cache_cap = layouts[0].cache_bucket_capacity
+    cache_buckets = [layout.cache_buckets for layout in layouts]
+    cache_base, cache_arrays, cache_rows = _regions(cache_buckets, cache_cap, width, device)
+    tables = [
+        CachedTable(
+            o, layout, optimizer, params, seed, device,
+            (_view(cache_arrays, cache_rows, c_base, cache_cap, buckets * cache_cap), _view(storage_arrays, host_rows, s_base, storage_cap, o.capacity)),
+        )
+        for o, layout, seed, c_base, s_base, buckets in zip(options, layouts, seeds, cache_base, storage_base, cache_buckets, strict=True)
+    ]
+    backing = HostTier(storage_arrays, reachable, storage_buckets, storage_base, storage_cap, device)
+    return tables, DeviceTableGroup(tables, [t.cache for t in tables], cache_arrays, cache_rows, cache_base, device, backing)

@@ -15,10 +15,10 @@ class KeyValueTable:
         self, num_buckets: int, bucket_capacity: int, width: int, device_rows: int, device: torch.device,
         shared: tuple[SlotArrays, torch.Tensor] | None = None,
     ) -> None:
-        """``shared``: (slot arrays, device rows) as views of a device group's storage, instead of its own."""
-        arrays, device_part = (None, None) if shared is None else shared
+        """``shared``: (slot arrays, rows) as views of a group's storage, instead of its own (``RowStore``)."""
+        arrays, rows = (None, None) if shared is None else shared
         self.index = BucketedHashTable(num_buckets, bucket_capacity, device, arrays)
-        self.rows = RowStore(self.index.capacity, width, device_rows, device, device_part)
+        self.rows = RowStore(self.index.capacity, width, device_rows, device, rows)
         self.device = device
 
     @property

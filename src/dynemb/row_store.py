@@ -4,8 +4,10 @@ Row ``capacity`` (one past the last slot) is a spare row: gathers and scatters f
 slot -1 (an id that found no slot) are redirected there, so the hot path needs no
 mask and no host sync. Rows below ``device_rows`` live on the compute device, the
 rest in host memory: all-device is the GPU mode, none-on-device the HOST mode,
-anything between the HYBRID mode. Host rows are not pinned: a gather indexes them
-on the CPU into a fresh tensor first, so pinning tens of GB would buy nothing.
+anything between the HYBRID mode. A table's own host rows are not pinned: a gather
+indexes them on the CPU into a fresh tensor first, so pinning tens of GB would buy
+nothing. (Caching tables that share storage keep their host rows page-locked and
+mapped instead, for kernels to read in place: ``dynemb.host_memory``.)
 """
 
 from __future__ import annotations
@@ -16,20 +18,21 @@ import torch
 class RowStore:
     """Fixed-size row storage split between device and host memory at ``device_rows``."""
 
-    def __init__(self, capacity: int, width: int, device_rows: int, device: torch.device, device_part: torch.Tensor | None = None) -> None:
-        """``device_part``: the device rows as a view of a shared ``[.., width]`` tensor (tables of one device group)."""
+    def __init__(self, capacity: int, width: int, device_rows: int, device: torch.device, shared: torch.Tensor | None = None) -> None:
+        """``shared``: every row (the spare too) as a view of a larger ``[.., width]`` tensor that tables of one
+        group share; on the device when all rows are (``device_rows`` past the last), in host memory when none is."""
         total = capacity + 1  # the spare row
         self.capacity = capacity
         self.width = width
         self.device = device
         self.device_rows = min(device_rows, total)
-        if device_part is None:
-            device_part = torch.zeros(self.device_rows, width, dtype=torch.float32, device=device)
-        elif tuple(device_part.shape) != (self.device_rows, width):
-            raise ValueError(f"device rows of shape {tuple(device_part.shape)}, expected {(self.device_rows, width)}")
-        self.device_part = device_part
         host_rows = total - self.device_rows
-        self.host_part = torch.zeros(host_rows, width, dtype=torch.float32)
+        if shared is not None and (tuple(shared.shape) != (total, width) or 0 < host_rows < total):
+            raise ValueError(f"shared rows of shape {tuple(shared.shape)} for {total} rows of {width}, {self.device_rows} on the device")
+        on_device = shared is not None and host_rows == 0
+        in_host = shared is not None and host_rows == total
+        self.device_part = shared if on_device else torch.zeros(self.device_rows, width, dtype=torch.float32, device=device)
+        self.host_part = shared if in_host else torch.zeros(host_rows, width, dtype=torch.float32)
 
     @property
     def device_only(self) -> bool:

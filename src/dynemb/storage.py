@@ -196,11 +196,16 @@ class FlatTable(DynamicTable):
 class CachedTable(DynamicTable):
     """CACHING mode: a device cache over host storage, with write-back of evicted rows."""
 
-    def __init__(self, options: DynamicEmbTableOptions, layout: Layout, optimizer: EmbOptimType, params: OptimizerParams, seed: int, device: torch.device) -> None:
+    def __init__(
+        self, options: DynamicEmbTableOptions, layout: Layout, optimizer: EmbOptimType, params: OptimizerParams, seed: int, device: torch.device,
+        shared: tuple[tuple[SlotArrays, torch.Tensor], tuple[SlotArrays, torch.Tensor]] | None = None,
+    ) -> None:
+        """``shared``: (cache, host storage) regions of a group's storage, each (slot arrays, rows), instead of its own."""
         super().__init__(options, layout, optimizer, params, seed, device)
         cache_rows = layout.cache_buckets * layout.cache_bucket_capacity
-        self.cache = KeyValueTable(layout.cache_buckets, layout.cache_bucket_capacity, layout.width, cache_rows + 1, device)
-        self.storage = KeyValueTable(options.num_buckets, options.effective_bucket_capacity, layout.width, 0, device)
+        cache_region, storage_region = (None, None) if shared is None else shared
+        self.cache = KeyValueTable(layout.cache_buckets, layout.cache_bucket_capacity, layout.width, cache_rows + 1, device, cache_region)
+        self.storage = KeyValueTable(options.num_buckets, options.effective_bucket_capacity, layout.width, 0, device, storage_region)
 
     @property
     def capacity(self) -> int:

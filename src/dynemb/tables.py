@@ -56,7 +56,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self.step = 0
         seeds = [options.seed + (t << 32) for t, options in enumerate(table_options)]
         self.tables: list[DynamicTable]
-        # Tables whose rows all fit on the device share one storage and train in one pass.
+        # Tables all on the device, or all caching, that agree on layout share one storage and train in one pass.
         self.tables, self.group = build_tables(table_options, optimizer, self.params, seeds, self.device)
         self._anchor = torch.empty(0, device=self.device, requires_grad=True)
 
@@ -79,6 +79,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         if not self.training:
             return
         with emit_range("dynamicemb_prefetch"):
+            if self.group is not None:
+                self.group.prefetch(indices, layout)
+                return
             for t, table in enumerate(self.tables):
                 if table.storage_mode is not StorageMode.CACHING:
                     continue
@@ -101,7 +104,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         """Training lookups that hit or missed the device tier, and ids it evicted.
 
         Table by table a lookup is one of the batch's unique ids; tables in one shared
-        device storage (``self.group``) count every index, as their one-pass find sees them.
+        storage (``self.group``) count every index, as their one-pass find sees them.
         """
         chosen = self.tables if table is None else [self._table(table)]
         return {
