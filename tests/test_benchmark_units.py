@@ -191,7 +191,7 @@ class _RecordingModule(torch.nn.Module):
         return self.weight[indices % self.weight.shape[0]]
 
 
-def test_warm_up_trains_every_batch_then_runs_one_eval_step_and_leaves_training_on() -> None:
+def test_warm_up_trains_then_evaluates_every_batch_and_leaves_training_on() -> None:
     from benchmark.runner import Backend, GradSource, Workload, warm_up
 
     batches = _batches()
@@ -203,5 +203,5 @@ def test_warm_up_trains_every_batch_then_runs_one_eval_step_and_leaves_training_
     )
     warm_up(work)
     for module in modules.values():
-        assert module.calls == [(True, True)] * len(batches) + [(False, False)]
+        assert module.calls == [(True, True)] * len(batches) + [(False, False)] * len(batches)
         assert module.training

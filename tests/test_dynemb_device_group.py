@@ -51,13 +51,13 @@ def _pair(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, pooling: Poo
     return shared, separate
 
 
-def _assert_same_tables(a: BatchedDynamicEmbeddingTables, b: BatchedDynamicEmbeddingTables) -> None:
+def _assert_same_tables(a: BatchedDynamicEmbeddingTables, b: BatchedDynamicEmbeddingTables, atol: float = 1e-6, rtol: float = 1e-5) -> None:
     for t in range(a.num_tables):
         (ids_a, rows_a, state_a), (ids_b, rows_b, state_b) = a.export_table(t), b.export_table(t)
         assert torch.equal(ids_a, ids_b), t
-        torch.testing.assert_close(rows_a, rows_b, atol=1e-6, rtol=1e-5)
+        torch.testing.assert_close(rows_a, rows_b, atol=atol, rtol=rtol)
         for name in state_a:
-            torch.testing.assert_close(state_a[name], state_b[name], atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(state_a[name], state_b[name], atol=atol, rtol=rtol)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -137,12 +137,13 @@ def test_shared_caches_and_host_storage_train_like_separate_caching_tables(
             out = tables(ids, offsets)
             out.backward(out.detach() * 0.3 + 1.0)
             outputs.append(out.detach())
-        torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
-    _assert_same_tables(shared, separate)
+        torch.testing.assert_close(outputs[0], outputs[1], atol=1e-5, rtol=1e-4)
+    # Ids outside the caches are stepped by the fused kernel here, by torch there: another summation order.
+    _assert_same_tables(shared, separate, atol=1e-5, rtol=1e-4)
     ids = ids.clone()
     ids[::2] += 1  # every other id never seen; the rest cached or in host storage
     outputs = [tables.eval()(ids, offsets) for tables in (shared, separate)]
-    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(outputs[0], outputs[1], atol=1e-5, rtol=1e-4)
     evictions = shared.cache_stats()["evictions"]
     assert evictions == separate.cache_stats()["evictions"] > 0, "the case must evict"
     for t in range(len(options)):
