@@ -92,6 +92,20 @@ def _probe(query, base, active, keys_ptr, occupied_ptr, CAP: tl.constexpr, BLOCK
 
 
 @triton.jit
+def _touch(scores_ptr, slot, hit, increments, clock, BLOCK: tl.constexpr, ADD_COUNTS: tl.constexpr):
+    """Record an access of each found slot: raise its score by ``increments`` (LFU) or set it to ``clock``.
+
+    The add is atomic: a key given twice, or an index repeated, must count every time.
+    """
+    if ADD_COUNTS:
+        tl.atomic_add(scores_ptr + slot, increments, mask=hit)
+    else:
+        tl.store(scores_ptr + slot, tl.full([BLOCK], 0, tl.int64) + clock, mask=hit)
+
+
+# Batch lengths and the clock change every step: kernels are not specialized on them
+# (Triton would otherwise compile a variant for values divisible by 16, or equal to 1).
+@triton.jit(do_not_specialize=["n", "clock"])
 def _find_kernel(
     query_ptr, bucket_ptr, keys_ptr, occupied_ptr, out_ptr, n, scores_ptr, counts_ptr, clock, hits_ptr, misses_ptr,
     CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr,
@@ -104,16 +118,16 @@ def _find_kernel(
     tl.store(out_ptr + offs, result, mask=valid)
     if TOUCH:
         hit = valid & (result >= 0)
-        if ADD_COUNTS:  # atomic: a key given twice must count twice
-            tl.atomic_add(scores_ptr + result, tl.load(counts_ptr + offs, mask=hit, other=0), mask=hit)
-        else:
-            tl.store(scores_ptr + result, tl.full([BLOCK], 0, tl.int64) + clock, mask=hit)
+        increments = tl.zeros([BLOCK], dtype=tl.int64)
+        if ADD_COUNTS:
+            increments = tl.load(counts_ptr + offs, mask=hit, other=0)
+        _touch(scores_ptr, result, hit, increments, clock, BLOCK, ADD_COUNTS)
         found_here = tl.sum(hit.to(tl.int64), axis=0)
         tl.atomic_add(hits_ptr, found_here)
         tl.atomic_add(misses_ptr, tl.sum(valid.to(tl.int64), axis=0) - found_here)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n", "batch_size", "clock"])
 def _group_find_kernel(
     query_ptr, n, offsets_ptr, batch_size, num_tables, table_buckets_ptr, table_base_ptr,
     keys_ptr, occupied_ptr, scores_ptr, slot_ptr, bucket_ptr, clock, hits_ptr, misses_ptr,
@@ -141,11 +155,7 @@ def _group_find_kernel(
     tl.store(slot_ptr + offs, result, mask=valid)
     if TOUCH:
         hit = valid & (result >= 0)
-        # Indices repeat: a hot id is touched by many lanes at once.
-        if ADD_COUNTS:
-            tl.atomic_add(scores_ptr + result, tl.full([BLOCK], 1, tl.int64), mask=hit)
-        else:
-            tl.store(scores_ptr + result, tl.full([BLOCK], 0, tl.int64) + clock, mask=hit)
+        _touch(scores_ptr, result, hit, tl.full([BLOCK], 1, tl.int64), clock, BLOCK, ADD_COUNTS)  # one access per index
         first = tl.min(tl.where(valid, table, num_tables), axis=0)
         last = tl.max(tl.where(valid, table, -1), axis=0)
         if first == last:  # the usual block: one table, one atomic per counter
@@ -238,7 +248,7 @@ def _apply_optimizer(row_ptr, g, mask, cols, lr, eps, beta1, beta2, weight_decay
     tl.store(row_ptr + cols, w, mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])
 def _segment_update_kernel(
     grad_ptr, grad_stride, order_ptr, slot_ptr, n, rows_ptr, row_stride, spare, head_ptr, tail_ptr,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
@@ -275,7 +285,7 @@ def _segment_update_kernel(
         tl.store(tail_ptr + b * DIM + cols, tl.sum(tl.where((lane == P - 1)[:, None], sums, 0.0), axis=0), mask=cmask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])
 def _crossing_update_kernel(
     slot_ptr, n, rows_ptr, row_stride, spare, head_ptr, tail_ptr,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
@@ -343,7 +353,7 @@ def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
     )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])
 def _gather_kernel(source_ptr, source_stride, index_ptr, out_ptr, n, DIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     valid = rows < n
@@ -407,7 +417,7 @@ def _mix64(x):
     return x ^ (x >> 31)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])
 def _bucket_kernel(keys_ptr, out_ptr, n, num_buckets, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n
@@ -427,7 +437,7 @@ def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
     return out
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])
 def _uniform_kernel(
     keys_ptr, out_ptr, n, seed_word, seed_ptr, lower, scale, DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr, SEED_PER_KEY: tl.constexpr,
 ):
@@ -506,7 +516,7 @@ def _place_kernel(
     tl.store(evicted_score_ptr + i, tl.where(placed, tl.load(scores_ptr + safe), 0))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n"])
 def _write_kernel(target_ptr, order_ptr, new_keys_ptr, new_scores_ptr, keys_ptr, scores_ptr, occupied_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n
