@@ -128,6 +128,15 @@ def test_shared_caches_and_host_storage_train_like_separate_caching_tables(
     options = _caching_options(strategy, optimizer, cache_rows=16, eval_initializer_args=eval_draw)
     shared, separate = _pair(monkeypatch, optimizer, pooling, options, device)
     assert shared.group.backing is not None and shared.storage_mode(0) is StorageMode.CACHING
+    spills = []
+    insert = shared.group._insert
+
+    def noting_spills(*args: object) -> tuple[torch.Tensor, bool]:
+        fresh, spilled = insert(*args)
+        spills.append(spilled)
+        return fresh, spilled
+
+    monkeypatch.setattr(shared.group, "_insert", noting_spills)
     for ids, offsets in _batches(len(options), count=6):
         ids, offsets = ids.to(device), offsets.to(device)
         outputs = []
@@ -146,6 +155,7 @@ def test_shared_caches_and_host_storage_train_like_separate_caching_tables(
     torch.testing.assert_close(outputs[0], outputs[1], atol=1e-5, rtol=1e-4)
     evictions = shared.cache_stats()["evictions"]
     assert evictions == separate.cache_stats()["evictions"] > 0, "the case must evict"
+    assert any(spills), "the case must leave ids outside the caches"
     for t in range(len(options)):
         assert shared.size(t) == separate.size(t) > 16
 
