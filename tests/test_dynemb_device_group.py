@@ -205,3 +205,14 @@ def test_storage_is_shared_only_by_tables_that_agree() -> None:
         DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=8, local_hbm_for_values=64 * 48 // 2, caching=True),
     ):
         assert group_of(base, other) is None, other
+
+
+def test_caching_tables_whose_host_memory_kernels_cannot_reach_go_table_by_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(device_group, "device_view", lambda host, device: None)
+    options = _caching_options(DynamicEmbScoreStrategy.TIMESTAMP, EmbOptimType.EXACT_SGD, cache_rows=16)
+    with pytest.warns(RuntimeWarning, match="table by table"):
+        tables = BatchedDynamicEmbeddingTables(options, EmbOptimType.EXACT_SGD, PoolingMode.NONE)
+    assert tables.group is None and tables.storage_mode(0) is StorageMode.CACHING
+    ids, offsets = _batches(len(options), count=1)[0]
+    tables(ids, offsets).sum().backward()
+    assert tables.size(0) > 0

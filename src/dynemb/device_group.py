@@ -29,6 +29,7 @@ updated in host storage.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -388,6 +389,11 @@ def _caching_group(
     storage_base, storage_arrays, host_rows = _regions(storage_buckets, storage_cap, width, device, torch.device("cpu"))
     reachable = device_view(host_rows, device)
     if reachable is None:
+        warnings.warn(
+            f"dynemb: kernels on {device} cannot reach host memory (cudaHostRegister failed or no unified addressing); "
+            "caching tables go table by table, copying rows through the CPU (slower)",
+            RuntimeWarning, stacklevel=4,
+        )
         return None
     cache_cap = layouts[0].cache_bucket_capacity
     cache_buckets = [layout.cache_buckets for layout in layouts]
