@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import torch
 
 from dynemb import kernels
-from dynemb.hash_table import BucketedHashTable, SlotArrays
+from dynemb.hash_table import BucketedHashTable, Evicted, SlotArrays
 from dynemb.host_memory import device_view
 from dynemb.host_tier import HostTier
 from dynemb.initializers import Initializer
@@ -211,27 +211,33 @@ class DeviceTableGroup:
             for tier in self.tiers:
                 tier.index.version += 1
         if self.backing is not None:
-            # Write-back of the evicted ids' rows before the new rows take their slots.
-            with op_range("flagged_compact"):
-                real = torch.nonzero(evicted.mask).squeeze(1)
-            if real.numel():
-                with op_range("load_from_flat"):
-                    evicted_rows = self.rows[evicted.slots[real]]
-                with op_range("storage_insert"):
-                    self.backing.upsert(evicted.keys[real], table[real], evicted_rows, evicted.scores[real])
+            self._write_back(evicted, table)  # before the new rows take the evicted ids' slots
         with op_range("store_to_flat"):
             self.rows[self._stored(new_slots)] = fresh
         slots[missing] = new_slots[inverse]
-        spilled = False
-        if self.backing is not None:
-            outside = torch.nonzero(new_slots < 0).squeeze(1)
-            spilled = outside.numel() > 0
-            if spilled:
-                with op_range("storage_insert"):
-                    outside = outside[torch.sort(new_keys[outside], stable=True).indices]  # in id order, as a table on its own
-                    self.backing.upsert(new_keys[outside], table[outside], fresh[outside], scores[outside])
-        # Ids whose bucket was full of this batch's ids (slot -1) are used with these values, not cached.
+        spilled = self.backing is not None and self._keep_outside(new_keys, table, new_slots, fresh, scores)
+        # Ids whose bucket was full of this batch's ids (slot -1) are used with these values.
         return fresh[inverse, : self.dim], spilled
+
+    def _write_back(self, evicted: Evicted, table: torch.Tensor) -> None:
+        """Write the rows (with optimizer state) of ids an insert evicted to host storage."""
+        with op_range("flagged_compact"):
+            real = torch.nonzero(evicted.mask).squeeze(1)
+        if real.numel():
+            with op_range("load_from_flat"):
+                rows = self.rows[evicted.slots[real]]
+            with op_range("storage_insert"):
+                self.backing.upsert(evicted.keys[real], table[real], rows, evicted.scores[real])
+
+    def _keep_outside(self, keys: torch.Tensor, table: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor) -> bool:
+        """Store in host storage the new ids that found no device slot; whether there were any."""
+        outside = torch.nonzero(slots < 0).squeeze(1)
+        if outside.numel() == 0:
+            return False
+        with op_range("storage_insert"):
+            outside = outside[torch.sort(keys[outside], stable=True).indices]  # in id order, as a table on its own
+            self.backing.upsert(keys[outside], table[outside], rows[outside], scores[outside])
+        return True
 
     def _incoming(self, keys: torch.Tensor, table: torch.Tensor, uses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Full rows and scores of ids entering the device tier: from host storage where it holds them, else initial."""
