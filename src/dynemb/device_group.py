@@ -138,18 +138,10 @@ class DeviceTableGroup:
     def lookup(self, indices: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> tuple[torch.Tensor, GroupPlan]:
         """Training forward of the whole batch: output in TBE layout, and each index's slot for backward.
 
-        With pooling NONE the rows are gathered before the host learns whether any
-        index is new, so the GPU gathers while the host waits; new ids' rows are
-        patched in afterwards. Pooled modes pool once every slot is known.
+        With pooling NONE the rows are gathered as found (``_find_batch``) and new ids'
+        rows patched in afterwards; pooled modes pool once every slot is known.
         """
-        with op_range(self.find_op):
-            slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=True)
-        per_index = None
-        if pooling is PoolingMode.NONE:
-            with op_range("gather_embedding"):
-                per_index = kernels.gather_rows(self._values, self._stored(slots))
-        with op_range("flagged_compact"):
-            missing = torch.nonzero(slots < 0).squeeze(1)  # the one host sync of a batch without new ids
+        slots, buckets, per_index, missing = self._find_batch(indices, layout, touch=True, gather=pooling is PoolingMode.NONE)
         spilled = False
         if missing.numel():
             fresh, spilled = self._insert(indices, slots, buckets, missing)
@@ -163,10 +155,7 @@ class DeviceTableGroup:
         """Bring a coming batch's ids into the caches (a group without host storage holds every row already)."""
         if self.backing is None:
             return
-        with op_range(self.find_op):
-            slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=True)
-        with op_range("flagged_compact"):
-            missing = torch.nonzero(slots < 0).squeeze(1)
+        slots, buckets, _, missing = self._find_batch(indices, layout, touch=True, gather=False)
         if missing.numel():
             self._insert(indices, slots, buckets, missing)
 
@@ -178,6 +167,32 @@ class DeviceTableGroup:
     def _stored(self, slots: torch.Tensor) -> torch.Tensor:
         """Row of each slot; the spare row for -1."""
         return torch.where(slots >= 0, slots, self.spare)
+
+    def _gather(self, slots: torch.Tensor) -> torch.Tensor:
+        """Embedding of the row at each slot (the spare row's for -1)."""
+        return kernels.gather_rows(self._values, self._stored(slots))
+
+    def _table_of(self, buckets: torch.Tensor) -> torch.Tensor:
+        """Table owning each bucket of the shared storage."""
+        return torch.searchsorted(self.table_base, buckets, right=True) - 1
+
+    def _find_batch(
+        self, indices: torch.Tensor, layout: BatchLayout, touch: bool, gather: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """(slot, bucket) of every index, its stored embedding if ``gather``, and the positions found absent.
+
+        The gather is queued before the host asks whether any index is absent (the one
+        host sync of a batch without new ids), so the GPU gathers while the host waits.
+        """
+        with op_range(self.find_op):
+            slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch)
+        per_index = None
+        if gather:
+            with op_range("gather_embedding"):
+                per_index = self._gather(slots)
+        with op_range("flagged_compact"):
+            missing = torch.nonzero(slots < 0).squeeze(1)
+        return slots, buckets, per_index, missing
 
     def _find(self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, touch: bool) -> tuple[torch.Tensor, torch.Tensor]:
         clock = self._clock() if touch else self.tables[0].scores.clock
@@ -201,7 +216,7 @@ class DeviceTableGroup:
             new_keys, new_buckets = sorted_keys[first], sorted_buckets[first]
             inverse = torch.empty_like(order)
             inverse[order] = torch.cumsum(starts, 0) - 1
-            table = torch.searchsorted(self.table_base, new_buckets, right=True) - 1
+            table = self._table_of(new_buckets)
         uses = torch.diff(first, append=first.new_tensor([missing.numel()]))  # indices per new id
         fresh, scores = self._incoming(new_keys, table, uses)
         with op_range(self.insert_op):
@@ -256,19 +271,12 @@ class DeviceTableGroup:
     def eval_lookup(self, indices: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
         """Eval forward of the whole batch: stored rows, the eval initializer's values for unknown ids;
         nothing inserted, no score or counter touched."""
-        with op_range(self.find_op):
-            slots, buckets = self._find(indices, layout.offsets, layout.batch_size, touch=False)
-        per_index = None
-        if pooling is PoolingMode.NONE:
-            with op_range("gather_embedding"):
-                per_index = kernels.gather_rows(self._values, self._stored(slots))
-        with op_range("flagged_compact"):
-            missing = torch.nonzero(slots < 0).squeeze(1)
+        slots, buckets, per_index, missing = self._find_batch(indices, layout, touch=False, gather=pooling is PoolingMode.NONE)
         if missing.numel():
             if per_index is None:
-                per_index = kernels.gather_rows(self._values, self._stored(slots))
+                per_index = self._gather(slots)
             keys = indices[missing]
-            table = torch.searchsorted(self.table_base, buckets[missing], right=True) - 1
+            table = self._table_of(buckets[missing])
             with op_range("initializer"):
                 rows = self.tables[0].eval_initializer(keys, self.dim, self.seed_words[table])
             if self.backing is not None:
@@ -286,8 +294,8 @@ class DeviceTableGroup:
         if per_index is None:
             if not bool(unstored.any()):
                 return None
-            per_index = kernels.gather_rows(self._values, self._stored(slots))
-        per_index[missing] = torch.where(unstored.unsqueeze(1), fresh, kernels.gather_rows(self._values, self._stored(slots[missing])))
+            per_index = self._gather(slots)
+        per_index[missing] = torch.where(unstored.unsqueeze(1), fresh, self._gather(slots[missing]))
         return per_index
 
     def _output(self, per_index: torch.Tensor | None, slots: torch.Tensor, layout: BatchLayout, pooling: PoolingMode) -> torch.Tensor:
