@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 
 import pytest
-from report_inputs import LABELS, write_results
+from report_inputs import LABELS, report_inputs, write_results
 
 from embprof.bandwidth.peak import measure_peak, write_peak
-from embprof.report.build import ReportInputs, build_report
+from embprof.report.build import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location(
@@ -51,20 +51,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
             )
             == 0
         )
-    return build_report(
-        ReportInputs(
-            results=root / "benchmark_results.json",
-            configs=root / "configs.tsv",
-            opcalls_dir=root / "opcalls",
-            sunburst_dir=root / "sunburst",
-            latency_html=root / "plots" / "latency.html",
-            status_dir=root / "status",
-            environment=root / "environment.json",
-            out_dir=root / "report",
-            bandwidth_dir=root / "bandwidth",
-            peak=root / "peak_bandwidth.json",
-        )
-    )
+    return build_report(report_inputs(root, bandwidth_dir=root / "bandwidth", peak=root / "peak_bandwidth.json"))
 
 
 def _tables(html: str, article_id: str) -> list[str]:

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from browser_check import open_page
-from report_inputs import LABELS, opcalls_frame, record, write_results
+from report_inputs import LABELS, opcalls_frame, record, report_inputs, write_results
 
 from embprof.plots.export import find_browser
 from embprof.plots.figures import figure_div
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure
-from embprof.report.build import ReportInputs, build_report
+from embprof.report.build import build_report
 from embprof.report.html import figure_page, legend_items
 from embprof.report.tables import config_legends
 
@@ -25,18 +25,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 def report(tmp_path_factory) -> Path:
     find_browser()
     root = write_results(tmp_path_factory.mktemp("browser") / "results")
-    index = build_report(
-        ReportInputs(
-            results=root / "benchmark_results.json",
-            configs=root / "configs.tsv",
-            opcalls_dir=root / "opcalls",
-            sunburst_dir=root / "sunburst",
-            latency_html=root / "plots" / "latency.html",
-            status_dir=root / "status",
-            environment=root / "environment.json",
-            out_dir=root / "report",
-        )
-    )
+    index = build_report(report_inputs(root))
     # A colleague gets a copy of the folder: nothing may point back into results/.
     copied = tmp_path_factory.mktemp("copied") / "report"
     shutil.copytree(index.parent, copied)

@@ -8,13 +8,13 @@ from html import unescape
 from pathlib import Path
 
 import pytest
-from report_inputs import FAILED_TAIL, LABELS, write_results
+from report_inputs import FAILED_TAIL, LABELS, report_inputs, write_results
 
 from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import plotly_js
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
-from embprof.report.build import ReportInputs, build_report
+from embprof.report.build import build_report
 from embprof.report.load import read_opcalls, read_results
 
 # Builds real reports and renders PNGs through kaleido (a few seconds each).
@@ -24,19 +24,6 @@ FAILED = LABELS[3]
 STALE = "T1_totalB64_D8_sgd_gpu_pool=none_cap=1K"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-
-def inputs(root: Path, out: Path, compare_to: Path | None = None) -> ReportInputs:
-    return ReportInputs(
-        results=root / "benchmark_results.json",
-        configs=root / "configs.tsv",
-        opcalls_dir=root / "opcalls",
-        sunburst_dir=root / "sunburst",
-        latency_html=root / "plots" / "latency.html",
-        status_dir=root / "status",
-        environment=root / "environment.json",
-        out_dir=out,
-        compare_to=compare_to,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +53,7 @@ def report(results) -> Path:
     (results / "status" / f"{STALE}.json").write_text(
         json.dumps(stale)
     )  # a config no longer selected
-    return build_report(inputs(results, out))
+    return build_report(report_inputs(results, out))
 
 
 def section(html: str, section_id: str) -> str:
@@ -177,7 +164,7 @@ def test_compare_to_a_previous_results_folder(results, tmp_path):
     old = json.loads((previous / "benchmark_results.json").read_text())
     gone = dict(old[0], label="T1_totalB64_D8_sgd_gpu_pool=none_cap=1K")
     (previous / "benchmark_results.json").write_text(json.dumps([*old, gone]))
-    out = build_report(inputs(results, tmp_path / "report", compare_to=previous))
+    out = build_report(report_inputs(results, tmp_path / "report", compare_to=previous))
 
     changes = unescape(section(out.read_text(), "changes"))
     now = {r["label"]: r for r in read_results(results / "benchmark_results.json")}
@@ -206,8 +193,7 @@ def test_bandwidth_view_adds_legend_columns_and_a_chart(results, tmp_path):
         rows.to_csv(bandwidth / f"bandwidth__{label}.csv", index=False)
     peak = tmp_path / "peak_bandwidth.json"
     write_peak(Peak("cpu", "AMD EPYC 7B13", 8.0, "measured", "copy of 512 MiB", "2026-11-30"), peak)
-    run = inputs(results, tmp_path / "report")
-    out = build_report(ReportInputs(**{**run.__dict__, "bandwidth_dir": bandwidth, "peak": peak}))
+    out = build_report(report_inputs(results, tmp_path / "report", bandwidth_dir=bandwidth, peak=peak))
 
     html = out.read_text()
     chart = unescape(section(html, "bandwidth"))
