@@ -65,6 +65,19 @@ def planned_jobs(output: str) -> Counter[tuple[str, str | None]]:
     return jobs
 
 
+def assert_nothing_to_do(run: subprocess.CompletedProcess[str]) -> None:
+    """Snakemake ran and had no job to run (else the jobs it planned are the message)."""
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Nothing to be done" in run.stdout + run.stderr, planned_jobs(run.stdout)
+
+
+def checkout_with_results(workdir: Path, dst: Path) -> Path:
+    """A fresh copy of the workflow at ``dst`` with a copy of ``workdir``'s results/ beside it."""
+    fresh = copy_workflow(dst)
+    subprocess.run(["cp", "-a", str(workdir / "results"), str(fresh / "results")], check=True)
+    return fresh
+
+
 def write_config(path: Path, **changes: object) -> Path:
     config = yaml.safe_load(TINY.read_text())
     config.update(changes)
@@ -130,9 +143,7 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
 @pytest.mark.e2e
 def test_second_run_does_nothing(tiny_run: tuple[Path, Path]) -> None:
     workdir, config = tiny_run
-    done = snakemake(workdir, "--cores", "1", "report", "--configfile", str(config))
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Nothing to be done" in done.stdout + done.stderr
+    assert_nothing_to_do(snakemake(workdir, "--cores", "1", "report", "--configfile", str(config)))
 
 
 @pytest.mark.slow
@@ -177,8 +188,7 @@ def test_sunburst_code_change_rerenders_sunbursts_and_report_only(
     jobs = planned_jobs(done.stdout)
     assert jobs == Counter({("sunburst", label): 1 for label in GOOD_LABELS} | {("report", None): 1})
     # Same content again (only the mtime moved): nothing to do.
-    again = snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config))
-    assert "Nothing to be done" in again.stdout + again.stderr
+    assert_nothing_to_do(snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config)))
 
 
 @pytest.mark.slow
@@ -187,11 +197,8 @@ def test_results_copied_beside_a_fresh_checkout_rerun_nothing(
     tiny_run: tuple[Path, Path], tmp_path: Path
 ) -> None:
     workdir, config = tiny_run
-    fresh = copy_workflow(tmp_path / "fresh")
-    subprocess.run(["cp", "-a", str(workdir / "results"), str(fresh / "results")], check=True)
-    done = snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config))
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "Nothing to be done" in done.stdout + done.stderr, planned_jobs(done.stdout)
+    fresh = checkout_with_results(workdir, tmp_path / "fresh")
+    assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config)))
 
 
 @pytest.mark.slow
@@ -201,13 +208,10 @@ def test_measured_results_without_traces_or_figures_are_drawn_without_measuring(
 ) -> None:
     """The GPU-host path: `measure` there, results/ copied without traces, `report` here."""
     workdir, config = tiny_run
-    fresh = copy_workflow(tmp_path / "fresh")
-    subprocess.run(["cp", "-a", str(workdir / "results"), str(fresh / "results")], check=True)
+    fresh = checkout_with_results(workdir, tmp_path / "fresh")
     for drawn in ("traces", "sunburst", "plots", "report"):
         shutil.rmtree(fresh / "results" / drawn)
-    measure = snakemake(fresh, "-n", "--cores", "1", "measure", "--configfile", str(config))
-    assert measure.returncode == 0, measure.stderr[-3000:]
-    assert "Nothing to be done" in measure.stdout + measure.stderr, planned_jobs(measure.stdout)
+    assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "measure", "--configfile", str(config)))
     report = snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config))
     assert report.returncode == 0, report.stderr[-3000:]
     assert {rule for rule, _ in planned_jobs(report.stdout)} == {"sunburst", "latency_plot", "report"}
