@@ -126,10 +126,6 @@ class DeviceTableGroup:
         """Changes whenever any table's slots change owner (an insert here or through a table)."""
         return sum(tier.version for tier in self.tiers)
 
-    @property
-    def spare(self) -> int:
-        return self.rows.shape[0] - 1
-
     def _clock(self) -> int:
         for table in self.tables:
             table.scores.tick()
@@ -166,7 +162,7 @@ class DeviceTableGroup:
 
     def _stored(self, slots: torch.Tensor) -> torch.Tensor:
         """Row of each slot; the spare row for -1."""
-        return torch.where(slots >= 0, slots, self.spare)
+        return self.index.or_spare(slots)
 
     def _gather(self, slots: torch.Tensor) -> torch.Tensor:
         """Embedding of the row at each slot (the spare row's for -1)."""
@@ -341,7 +337,7 @@ class DeviceTableGroup:
                     bounds = plan.offsets[:: plan.batch_size].contiguous()
                     table = torch.searchsorted(bounds, outside, right=True) - 1
                     stored, order = torch.sort(self.backing.find(plan.indices[outside], table))
-                    self.backing.update(first.optimizer, stored, order, index_grads[outside], first.params, step)
+                    kernels.reduce_and_update(first.optimizer, self.backing.rows, stored, order, index_grads[outside], first.params, step)
 
 
 def build_tables(

@@ -100,9 +100,14 @@ class BucketedHashTable:
     def buckets(self, keys: torch.Tensor) -> torch.Tensor:
         return kernels.bucket_of(keys, self.num_buckets)
 
-    def find(self, keys: torch.Tensor) -> torch.Tensor:
-        """Slot of each key, -1 where absent (one probe kernel on CUDA, chunked compares on the CPU)."""
-        return kernels.find_slots(keys, self.buckets(keys), self._keys, self._occupied, self.bucket_capacity)
+    def find(self, keys: torch.Tensor, buckets: torch.Tensor | None = None) -> torch.Tensor:
+        """Slot of each key, -1 where absent (one probe kernel on CUDA, chunked compares on the CPU).
+
+        ``buckets``: each key's bucket where the caller chose it (tables sharing one set of
+        arrays hash into their own bucket range); by default ``self.buckets(keys)``.
+        """
+        buckets = self.buckets(keys) if buckets is None else buckets
+        return kernels.find_slots(keys, buckets, self._keys, self._occupied, self.bucket_capacity)
 
     def find_and_touch(
         self, keys: torch.Tensor, counts: torch.Tensor, clock: int, add_counts: bool, hits: torch.Tensor, misses: torch.Tensor,
@@ -115,18 +120,19 @@ class BucketedHashTable:
 
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
         """Scores at ``slots``; 0 for slot -1."""
-        return torch.where(slots >= 0, self._scores[self._or_spare(slots)], 0)
+        return torch.where(slots >= 0, self._scores[self.or_spare(slots)], 0)
 
-    def _or_spare(self, slots: torch.Tensor) -> torch.Tensor:
+    def or_spare(self, slots: torch.Tensor) -> torch.Tensor:
+        """Each slot, the spare entry (index ``capacity``) for -1."""
         return torch.where(slots >= 0, slots, self.capacity)
 
     def set_scores(self, slots: torch.Tensor, scores: torch.Tensor) -> None:
         """Overwrite scores at ``slots`` (unique); slot -1 entries are ignored."""
-        self._scores[self._or_spare(slots)] = scores
+        self._scores[self.or_spare(slots)] = scores
 
     def add_scores(self, slots: torch.Tensor, increments: torch.Tensor) -> None:
         """Add to scores at ``slots`` (unique); slot -1 entries are ignored."""
-        self._scores.index_add_(0, self._or_spare(slots), increments)
+        self._scores.index_add_(0, self.or_spare(slots), increments)
 
     def insert(self, keys: torch.Tensor, scores: torch.Tensor, protect: torch.Tensor | None = None) -> tuple[torch.Tensor, Evicted]:
         """Give each new key a slot; return the slots (-1: its bucket had no slot left) and the evicted keys.
@@ -156,7 +162,7 @@ class BucketedHashTable:
         # Rank of each key among the new keys of its bucket: its distance from its run's start.
         rank = torch.arange(n, device=self.device) - torch.searchsorted(sorted_buckets, sorted_buckets)
         if protect is not None:
-            protect = self._or_spare(protect)
+            protect = self.or_spare(protect)
             self._protected[protect] = True
         sorted_slots, evicted_mask, evicted_keys, evicted_scores = kernels.place_keys(
             sorted_buckets, rank, order, keys, scores, self._keys, self._scores, self._occupied, self._protected, cap,
@@ -168,6 +174,20 @@ class BucketedHashTable:
         slots[order] = sorted_slots
         self.version += 1
         return slots, evicted
+
+    def upsert(self, keys: torch.Tensor, scores: torch.Tensor, buckets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Slots for unique ``keys`` whether present or new, with ``scores`` set; and how many ids were evicted
+        (a device scalar). New keys are inserted as by ``insert`` (one host sync: whether any is new)."""
+        buckets = self.buckets(keys) if buckets is None else buckets
+        slots = self.find(keys, buckets)
+        self.set_scores(slots, scores)
+        missing = torch.nonzero(slots < 0).squeeze(1)
+        if missing.numel() == 0:
+            return slots, torch.zeros((), dtype=torch.int64, device=self.device)
+        sorted_buckets, order = torch.sort(buckets[missing], stable=True)
+        new_slots, evicted = self.insert_sorted(sorted_buckets, order, keys[missing], scores[missing], protect=slots)
+        slots[missing] = new_slots
+        return slots, evicted.count()
 
     def max_keys_per_bucket(self, keys: torch.Tensor) -> int:
         """Most of ``keys`` that share one bucket: above bucket_capacity, one insert cannot hold them all."""

@@ -44,13 +44,9 @@ class KeyValueTable:
         """
         if keys.numel() == 0:
             return torch.zeros((), dtype=torch.int64, device=self.device)
-        slots = self.find(keys)
-        self.index.set_scores(slots, scores)
-        missing = torch.nonzero(slots < 0).squeeze(1)
-        new_slots, evicted = self.insert(keys[missing], scores[missing], protect=slots)
-        slots[missing] = new_slots
+        slots, evicted = self.index.upsert(keys, scores)
         self.rows.scatter(slots, rows)
-        return evicted.count()
+        return evicted
 
     def items(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(ids, rows, scores) of everything stored."""
