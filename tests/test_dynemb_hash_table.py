@@ -84,14 +84,14 @@ class DictTable:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_find_insert_any_int64_key(device: str) -> None:
-    table = BucketedHashTable(num_buckets=8, bucket_capacity=4, device=torch.device(device))
+    table = BucketedHashTable(8, bucket_capacity=4, device=torch.device(device))
     keys = torch.tensor([0, -1, 2**63 - 1, -(2**63), 12345678901234, -7], device=device)
-    assert (table.find(keys) == -1).all()
+    assert (table.find(keys)[0] == -1).all()
     slots, evicted = table.insert(keys, torch.ones_like(keys))
     assert int(evicted.count()) == 0 and (slots >= 0).all()
-    assert torch.equal(table.find(keys), slots)
+    assert torch.equal(table.find(keys)[0], slots)
     assert torch.unique(slots).numel() == keys.numel()
-    assert (table.find(torch.tensor([1, 5, -2], device=device)) == -1).all()
+    assert (table.find(torch.tensor([1, 5, -2], device=device))[0] == -1).all()
     stored, stored_slots, _ = table.items()
     assert sorted(stored.tolist()) == sorted(keys.tolist())
     assert table.size() == keys.numel()
@@ -99,7 +99,7 @@ def test_find_insert_any_int64_key(device: str) -> None:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_full_bucket_evicts_lowest_score_and_never_protected(device: str) -> None:
-    table = BucketedHashTable(num_buckets=1, bucket_capacity=3, device=torch.device(device))
+    table = BucketedHashTable(1, bucket_capacity=3, device=torch.device(device))
     first = torch.tensor([10, 20, 30], device=device)
     table.insert(first, torch.tensor([5, 1, 3], device=device))
     slots, evicted = table.insert(torch.tensor([40], device=device), torch.tensor([9], device=device))
@@ -107,22 +107,24 @@ def test_full_bucket_evicts_lowest_score_and_never_protected(device: str) -> Non
     assert evicted_keys.tolist() == [20] and evicted_scores.tolist() == [1]
     assert slots.tolist() == evicted_slots.tolist()
     # 30 (score 3) is next lowest, but protected: 10 goes instead.
-    protect = table.find(torch.tensor([30], device=device))
+    protect = table.find(torch.tensor([30], device=device))[0]
     _, evicted = table.insert(torch.tensor([50], device=device), torch.tensor([9], device=device), protect=protect)
     assert evicted.compact()[0].tolist() == [10]
     # More new ids than unprotected slots: the surplus gets -1, nothing it may not evict is touched.
-    protect = table.find(torch.tensor([30, 40, 50], device=device))
+    protect = table.find(torch.tensor([30, 40, 50], device=device))[0]
     slots, evicted = table.insert(torch.tensor([60], device=device), torch.tensor([9], device=device), protect=protect)
     assert slots.tolist() == [-1] and int(evicted.count()) == 0
     assert sorted(table.items()[0].tolist()) == [30, 40, 50]
 
 
 @pytest.mark.parametrize("strategy", [DynamicEmbScoreStrategy.TIMESTAMP, DynamicEmbScoreStrategy.LFU])
+@pytest.mark.parametrize("hbm_rows", [None, 0, 16], ids=["gpu", "host", "hybrid"])
 @pytest.mark.parametrize("device", DEVICES)
-def test_training_lookups_match_dict_model(strategy: DynamicEmbScoreStrategy, device: str) -> None:
-    """Stored ids, evictions and every returned row follow the dict model batch after batch."""
+def test_training_lookups_match_dict_model(strategy: DynamicEmbScoreStrategy, hbm_rows: int | None, device: str) -> None:
+    """Stored ids, evictions and every returned row follow the dict model batch after batch, wherever the rows live."""
     dim, lr = 4, 0.5
-    options = DynamicEmbTableOptions(dim=dim, max_capacity=32, bucket_capacity=8, score_strategy=strategy, seed=3)
+    budget = None if hbm_rows is None else hbm_rows * dim * 4
+    options = DynamicEmbTableOptions(dim=dim, max_capacity=32, bucket_capacity=8, score_strategy=strategy, seed=3, local_hbm_for_values=budget)
     tables = BatchedDynamicEmbeddingTables([options], EmbOptimType.EXACT_SGD, PoolingMode.NONE, device=device, learning_rate=lr)
     model = DictTable(options.num_buckets, options.bucket_capacity, strategy)
     init = Initializer(options.initializer_args, seed=3, max_capacity=options.max_capacity)
@@ -171,10 +173,10 @@ def test_insert_matches_sequential_model(batches: list[tuple[list[int], int]]) -
     table = BucketedHashTable(num_buckets, capacity, torch.device("cpu"))
     model: list[list[tuple[int, int] | None]] = [[None] * capacity for _ in range(num_buckets)]
     for step, (ids, protect_count) in enumerate(batches, start=1):
-        present = [key for key in ids if table.find(torch.tensor([key])).item() >= 0]
+        present = [key for key in ids if table.find(torch.tensor([key]))[0].item() >= 0]
         new = [key for key in ids if key not in present]
         protected_keys = present[:protect_count]
-        protect = table.find(torch.tensor(protected_keys, dtype=torch.int64))
+        protect = table.find(torch.tensor(protected_keys, dtype=torch.int64))[0]
         scores = torch.arange(len(new), dtype=torch.int64) + step * 100
         slots, evicted = table.insert(torch.tensor(new, dtype=torch.int64), scores, protect=protect)
 
@@ -198,4 +200,4 @@ def test_insert_matches_sequential_model(batches: list[tuple[list[int], int]]) -
         keys, slots_now, _ = table.items()
         assert dict(zip(keys.tolist(), slots_now.tolist(), strict=True)) == stored
         probe = torch.tensor(ids + [7, -(2**63)], dtype=torch.int64)
-        assert table.find(probe).tolist() == [stored.get(key, -1) for key in probe.tolist()]
+        assert table.find(probe)[0].tolist() == [stored.get(key, -1) for key in probe.tolist()]

@@ -1,4 +1,4 @@
-"""Host rows that device kernels read and write in place (the caching tables' host storage)."""
+"""Host rows that device kernels read and write in place (host storage of every storage mode)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import torch
 
 from dynemb import kernels
 from dynemb.host_memory import device_view
+from dynemb.kernels.operands import RowParts
 
 
 def test_on_the_cpu_host_memory_is_the_device_memory() -> None:
@@ -29,12 +30,16 @@ def test_device_kernels_read_and_write_host_rows_in_place() -> None:
     view = device_view(host, torch.device("cuda", 0))
     assert view is not None and view.is_cuda and view.data_ptr() == host.data_ptr()
     slots = torch.randperm(2000, device="cuda")[:300]
-    # Triton's strided gather and torch's indexing read the host rows; a scatter writes them.
-    torch.testing.assert_close(kernels.gather_rows(view[:, :5], slots), host[slots.cpu(), :5].cuda(), rtol=0, atol=0)
+    # The row kernels read and write the host rows in place, as torch's indexing does.
+    parts = RowParts(view, view, 0, 1999)
+    torch.testing.assert_close(kernels.gather_rows(parts, slots, 5), host[slots.cpu(), :5].cuda(), rtol=0, atol=0)
     rows = torch.randn(300, 8, device="cuda")
-    view[slots] = rows
+    kernels.scatter_rows(parts, slots, rows)
     torch.cuda.synchronize()
     torch.testing.assert_close(host[slots.cpu()], rows.cpu(), rtol=0, atol=0)
+    view[slots[:10]] = rows[:10] + 1.0
+    torch.cuda.synchronize()
+    torch.testing.assert_close(host[slots[:10].cpu()], rows[:10].cpu() + 1.0, rtol=0, atol=0)
     # Released with its last view: the memory can be registered again.
     del view
     gc.collect()

@@ -24,11 +24,11 @@ from dynemb import (
     PoolingMode,
     hashing,
 )
-from dynemb.hash_table import BucketedHashTable, SlotArrays
+from dynemb.hash_table import BucketedHashTable, BucketMap
 from dynemb.hashing import seed_word
 from dynemb.kernels import torch_ops
+from dynemb.kernels.operands import RowParts
 from dynemb.optimizers import OptimizerParams, initial_state, state_width
-from dynemb.segments import segmented_unique, segmented_unique_per_table
 
 CUDA = torch.cuda.is_available()
 DEVICE = torch.device("cuda" if CUDA else "cpu")
@@ -58,7 +58,7 @@ def test_kernels_under_the_triton_interpreter() -> None:
 
 def _first_per_bucket(table: BucketedHashTable, keys: torch.Tensor, most: int) -> torch.Tensor:
     """The first ``most`` of ``keys`` in each bucket, in their order."""
-    buckets = table.buckets(keys)
+    _, buckets = table.find(keys)
     rank = torch.zeros_like(buckets)
     for b in torch.unique(buckets).tolist():
         where = torch.nonzero(buckets == b).squeeze(1)
@@ -75,37 +75,62 @@ def _filled_table(num_buckets: int, bucket_capacity: int, seed: int) -> tuple[Bu
         keys = torch.unique(torch.randint(-50, 400, (bucket_capacity * num_buckets // 2,), generator=generator))
         keys = keys[torch.randperm(keys.numel(), generator=generator)].to(DEVICE)
         # Drop keys that would overfill a bucket in one insert (the tables check this before inserting).
-        keys = _first_per_bucket(table, keys[table.find(keys) < 0], bucket_capacity)
+        keys = _first_per_bucket(table, keys[table.find(keys)[0] < 0], bucket_capacity)
         table.insert(keys, torch.full_like(keys, step))
         tried.append(keys)
     return table, torch.cat(tried + [torch.tensor([0, -1, 7, 10**12, -(2**63)], device=DEVICE)])
 
 
 @kernels_here
-@pytest.mark.parametrize("num_buckets", [1, 7, 13_108, 2**40 + 3])
-def test_bucket_of_is_bit_for_bit_the_torch_hash(num_buckets: int) -> None:
-    generator = torch.Generator().manual_seed(num_buckets % 1000)
-    keys = torch.cat([
-        torch.randint(-(2**63), 2**63 - 1, (3000,), generator=generator, dtype=torch.int64),
-        torch.tensor([0, 1, -1, 2**63 - 1, -(2**63)]),
-    ]).to(DEVICE)
-    assert torch.equal(triton_ops.bucket_of(keys, num_buckets), torch_ops.bucket_of(keys, num_buckets))
-
-
-@kernels_here
 @pytest.mark.parametrize(("dim", "seed"), [(12, 0), (130, (3 << 32) + 1), (1, 1)])
 def test_uniform_rows_match_torch(dim: int, seed: int) -> None:
     keys = torch.tensor([0, 1, -5, 2**62, 123_456_789, 1], device=DEVICE)  # a repeated id gets the same row
-    expected = torch_ops.uniform_rows(keys, dim, seed_word(seed), -0.25, 0.5)
-    actual = triton_ops.uniform_rows(keys, dim, seed_word(seed), -0.25, 0.5)
+    expected = torch_ops.uniform_rows(keys, dim, seed_word(seed), -0.25, 0.75)
+    actual = triton_ops.uniform_rows(keys, dim, seed_word(seed), -0.25, 0.75)
     torch.testing.assert_close(actual, expected, rtol=1e-6, atol=1e-7)
     assert torch.equal(actual[1], actual[5]) and not torch.equal(actual[0], actual[1])
-    # One seed word per key (tables sharing storage): each row is its own seed's row.
+    # One seed word and one pair of bounds per key (tables sharing storage): each row is its own table's row.
     words = torch.tensor([seed_word(seed + k) for k in range(keys.numel())], device=DEVICE)
-    per_key = triton_ops.uniform_rows(keys, dim, words, -0.25, 0.5)
-    torch.testing.assert_close(per_key, torch_ops.uniform_rows(keys, dim, words, -0.25, 0.5), rtol=1e-6, atol=1e-7)
+    lower = torch.tensor([-0.25, -0.25, 0.0, 1.0, -0.25, 2.0], device=DEVICE)
+    span = torch.tensor([0.75, 0.75, 0.5, 0.1, 0.75, 1.0], device=DEVICE)
+    per_key = triton_ops.uniform_rows(keys, dim, words, lower, span)
+    torch.testing.assert_close(per_key, torch_ops.uniform_rows(keys, dim, words, lower, span), rtol=1e-6, atol=1e-7)
     torch.testing.assert_close(per_key[0], expected[0], rtol=1e-6, atol=1e-7)
     assert not torch.equal(per_key[1], per_key[5])
+    assert (per_key[3] >= 1.0).all() and (per_key[3] <= 1.1).all()
+
+
+def _map_table(num_buckets: tuple[int, ...], device_buckets: tuple[int, ...], cap: int, seed: int) -> tuple[BucketedHashTable, torch.Tensor, torch.Tensor]:
+    """Tables of different bucket counts in one set of slot arrays, some buckets of each in the device region,
+    filled with what fits in one insert per table (an empty slot left to end probes); and the keys with their table."""
+    table = BucketedHashTable(BucketMap(num_buckets, device_buckets), cap, DEVICE)
+    generator = torch.Generator().manual_seed(seed)
+    stored, owners = [], []
+    for t, buckets in enumerate(num_buckets):
+        keys = torch.unique(torch.randint(-40, 40, (buckets * cap,), generator=generator)).to(DEVICE)
+        keys = keys[torch.randperm(keys.numel(), generator=generator).to(DEVICE)]
+        _, key_buckets = table.find(keys, torch.full_like(keys, t))
+        rank = torch.zeros_like(key_buckets)
+        for b in torch.unique(key_buckets).tolist():
+            where = torch.nonzero(key_buckets == b).squeeze(1)
+            rank[where] = torch.arange(where.numel(), device=DEVICE)
+        keys = keys[rank < cap - 1]
+        table.insert(keys, torch.full_like(keys, 3), table=torch.full_like(keys, t))
+        stored.append(keys)
+        owners.append(torch.full_like(keys, t))
+    return table, torch.cat(stored), torch.cat(owners)
+
+
+def test_bucket_map_places_device_buckets_first() -> None:
+    buckets = BucketMap((4, 1, 3, 2), (1, 1, 0, 2))
+    assert buckets.device_region == 4 and buckets.device_base == [0, 1, 2, 2] and buckets.host_base == [4, 7, 7, 10]
+    assert buckets.ranges(0) == [(0, 1), (4, 3)] and buckets.ranges(2) == [(7, 3)] and buckets.ranges(3) == [(2, 2)]
+    keys = torch.arange(-500, 500)
+    for t in range(4):
+        placed = torch_ops.table_buckets(keys, torch.full_like(keys, t), buckets.tensors(torch.device("cpu")))
+        local = torch.remainder(hashing.mix64(keys), buckets.num_buckets[t])
+        owned = torch.cat([torch.arange(start, start + count) for start, count in buckets.ranges(t)])
+        assert torch.equal(placed, owned[local]), t  # local bucket b is the table's b-th bucket, device range first
 
 
 @kernels_here
@@ -113,62 +138,57 @@ def test_uniform_rows_match_torch(dim: int, seed: int) -> None:
 def test_find_matches_torch_with_collisions_and_evictions(num_buckets: int, bucket_capacity: int) -> None:
     table, queries = _filled_table(num_buckets, bucket_capacity, seed=num_buckets * 100 + bucket_capacity)
     assert table.occupied.all(dim=1).any(), "some bucket must be full for the probe to run past it"
-    args = (queries, table.buckets(queries), table._keys, table._occupied, bucket_capacity)
-    expected = torch_ops.find_slots(*args)
-    assert (expected >= 0).any() and (expected < 0).any()
-    assert torch.equal(triton_ops.find_slots(*args), expected)
-
-
-@kernels_here
-@pytest.mark.parametrize("add_counts", [False, True])
-def test_find_and_touch_matches_torch(add_counts: bool) -> None:
-    results = []
-    for ops in (torch_ops, triton_ops):
-        table, queries = _filled_table(4, 8, seed=3)
-        counts = torch.arange(1, queries.numel() + 1, device=DEVICE)
-        hits, misses = torch.tensor(5, device=DEVICE), torch.tensor(7, device=DEVICE)
-        slots = ops.find_and_touch(queries, table.buckets(queries), table._keys, table._occupied, table._scores, 8, counts, 42, add_counts, hits, misses)
-        results.append((slots, table.scores.clone(), hits, misses))
-    assert (results[0][0] >= 0).any() and (results[0][0] < 0).any()
-    for ours, reference in zip(results[1], results[0], strict=True):
+    args = (queries, None, None, 0, table.bucket_tensors, table._keys, table._occupied, table._scores, bucket_capacity, 0, False, False, table._keys, table._keys)
+    expected = torch_ops.find(*args)
+    assert (expected[0] >= 0).any() and (expected[0] < 0).any()
+    for ours, reference in zip(triton_ops.find(*args), expected, strict=True):
         assert torch.equal(ours, reference)
 
 
 @kernels_here
 @pytest.mark.parametrize("add_counts", [False, True])
-def test_group_find_matches_torch(add_counts: bool) -> None:
-    """Tables of different bucket counts in one set of slot arrays; a batch with repeats and an empty table."""
+def test_batch_find_over_tables_matches_torch(add_counts: bool) -> None:
+    """Tables of different bucket counts, split between the device and host regions; a batch with repeats and an
+    empty table (each index's table from the offsets), and the same keys with their table given."""
     cap = 8
-    table_buckets = [4, 1, 3, 2]
-    base = [0, 5, 7, 11]  # each table's buckets, then its spare bucket
-    arrays = SlotArrays.allocate(13 * cap + 1, DEVICE)
-    generator = torch.Generator().manual_seed(int(add_counts))
-    for buckets, start in zip(table_buckets, base, strict=True):
-        view = BucketedHashTable(buckets, cap, DEVICE, arrays.region(start * cap, buckets * cap + 1))
-        keys = torch.unique(torch.randint(-40, 40, (buckets * cap,), generator=generator)).to(DEVICE)
-        keys = keys[torch.randperm(keys.numel(), generator=generator).to(DEVICE)]
-        keys = _first_per_bucket(view, keys, cap - 1)  # what fits in one insert, with an empty slot left to end probes
-        view.insert(keys, torch.full_like(keys, 3))
+    table, stored, owners = _map_table((4, 1, 3, 2), (1, 1, 0, 2), cap, seed=int(add_counts))
+    assert torch.equal(table.find(stored, owners)[0] >= 0, torch.ones_like(stored, dtype=torch.bool))
+    generator = torch.Generator().manual_seed(int(add_counts) + 10)
     sizes = [30, 0, 25, 41]
     offsets = torch.tensor([0, 5, 30, 30, 30, 40, 55, 55, 96], device=DEVICE)  # batch size 2, bags of the 4 tables
     indices = torch.randint(-50, 50, (sum(sizes),), generator=generator).to(DEVICE)
+    owner = torch.tensor([0] * 30 + [2] * 25 + [3] * 41, device=DEVICE)
     results = []
     for ops in (torch_ops, triton_ops):
-        scores = arrays.scores.clone()
+        scores = table._scores.clone()
         hits, misses = torch.zeros(4, dtype=torch.int64, device=DEVICE), torch.zeros(4, dtype=torch.int64, device=DEVICE)
-        slots, buckets = ops.group_find(
-            indices, offsets, 2, torch.tensor(table_buckets, device=DEVICE), torch.tensor(base, device=DEVICE),
-            arrays.keys, arrays.occupied, scores, cap, 42, add_counts, True, hits, misses,
+        slots, buckets = ops.find(
+            indices, None, offsets, 2, table.bucket_tensors, table._keys, table._occupied, scores, cap, 42, add_counts, True, hits, misses,
         )
-        results.append((slots, buckets, scores[:-1], hits, misses))
+        keyed = ops.find(indices, owner, None, 0, table.bucket_tensors, table._keys, table._occupied, table._scores, cap, 0, False, False, hits, hits)
+        results.append((slots, buckets, *keyed, scores[:-1], hits, misses))
     slots, buckets = results[0][:2]
     assert (slots >= 0).any() and (slots < 0).any()
-    table = torch.tensor([0] * 30 + [2] * 25 + [3] * 41, device=DEVICE)
-    assert torch.equal(buckets, torch.tensor(base, device=DEVICE)[table] + torch.remainder(
-        hashing.mix64(indices), torch.tensor(table_buckets, device=DEVICE)[table]))
-    assert torch.equal(results[0][3] + results[0][4], torch.tensor([30, 0, 25, 41], device=DEVICE))
+    assert torch.equal(buckets, torch_ops.table_buckets(indices, owner, table.bucket_tensors))
+    assert torch.equal(results[0][2], slots) and torch.equal(results[0][3], buckets), "a given table finds what the offsets find"
+    assert torch.equal(results[0][5] + results[0][6], torch.tensor([30, 0, 25, 41], device=DEVICE))
     for ours, reference in zip(results[1], results[0], strict=True):
         assert torch.equal(ours, reference)
+
+
+def _split(rows: torch.Tensor, split: int) -> RowParts:
+    """``rows`` as a row store split at ``split``: rows from there on in a second tensor (as mapped host rows are)."""
+    if split >= rows.shape[0]:
+        device = rows.clone()
+        return RowParts(device, device, rows.shape[0], rows.shape[0] - 1)
+    host = rows[split:].clone()
+    return RowParts(rows[:split].clone() if split else host, host, split, rows.shape[0] - 1)
+
+
+def _joined(parts: RowParts) -> torch.Tensor:
+    if parts.on_device:
+        return parts.device
+    return torch.cat([parts.device[: parts.split], parts.host]) if parts.split else parts.host
 
 
 def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
@@ -199,18 +219,25 @@ def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
 @pytest.mark.parametrize("optimizer", list(EmbOptimType))
 def test_reduce_and_update_matches_torch(optimizer: EmbOptimType) -> None:
     case = _random_update_case(optimizer, seed=list(EmbOptimType).index(optimizer))
-    expected, actual = case["rows"].clone(), case["rows"].clone()
     args = (case["grouped_slots"], case["order"], case["index_grads"], case["params"], 3)
-    torch_ops.reduce_and_update(optimizer, expected, *args)
-    triton_ops.reduce_and_update(optimizer, actual, *args)
+    total = case["rows"].shape[0]
+    results = {}
+    for split in (total, 0, 57):  # every row on the device, every row in host memory, split
+        expected, actual = _split(case["rows"], split), _split(case["rows"], split)
+        torch_ops.reduce_and_update(optimizer, expected, *args)
+        triton_ops.reduce_and_update(optimizer, actual, *args)
+        results[split] = (_joined(expected), _joined(actual))
+    expected, actual = results[total]
     assert not torch.equal(expected[:-1], case["rows"][:-1]), "the update must change rows"
     # The spare row takes the updates of slot -1 and is never read: compare the real rows.
     torch.testing.assert_close(actual[:-1], expected[:-1], rtol=1e-5, atol=1e-5)
-    # Sorted int32 slots, as the shared device storage passes them, give the same rows.
-    grouped32 = case["grouped_slots"].to(torch.int32)
-    int32_rows = case["rows"].clone()
-    triton_ops.reduce_and_update(optimizer, int32_rows, grouped32, case["order"], case["index_grads"], case["params"], 3)
-    torch.testing.assert_close(int32_rows[:-1], actual[:-1], rtol=0, atol=0)
+    for split in (0, 57):  # wherever the rows live, the same update
+        assert torch.equal(results[split][0][:-1], expected[:-1]), split
+        torch.testing.assert_close(results[split][1][:-1], actual[:-1], rtol=0, atol=0)
+    # Sorted int32 slots, as the groups pass them, give the same rows.
+    int32_rows = _split(case["rows"], 57)
+    triton_ops.reduce_and_update(optimizer, int32_rows, case["grouped_slots"].to(torch.int32), *args[1:])
+    torch.testing.assert_close(_joined(int32_rows)[:-1], actual[:-1], rtol=0, atol=0)
 
 
 @kernels_here
@@ -230,12 +257,31 @@ def test_pool_rows_matches_torch(mode: PoolingMode) -> None:
 
 
 @kernels_here
-def test_gather_rows_of_strided_rows_matches_torch() -> None:
+@pytest.mark.parametrize("split", [51, 0, 20])
+def test_row_gathers_and_scatter_match_torch_wherever_rows_live(split: int) -> None:
     generator = torch.Generator().manual_seed(6)
-    rows = torch.randn(50, 3 * 12, generator=generator).to(DEVICE)  # embedding and ADAM state side by side
-    index = torch.randint(0, 50, (37,), generator=generator).to(DEVICE)
-    values = rows[:, :12]
-    assert torch.equal(triton_ops.gather_rows(values, index), torch_ops.gather_rows(values, index))
+    rows = torch.randn(51, 3 * 12, generator=generator).to(DEVICE)  # embedding and ADAM state side by side; the last: spare
+    parts = _split(rows, split)
+    slots = torch.randint(-1, 50, (37,), generator=generator).to(DEVICE)  # -1: the spare row
+    expected = rows[torch.where(slots >= 0, slots, 50), :12]
+    assert torch.equal(triton_ops.gather_rows(parts, slots, 12), expected)
+    assert torch.equal(torch_ops.gather_rows(parts, slots, 12), expected)
+    # Sorted slots (a hot id repeats across blocks of positions): each index gets its row back in index order.
+    repeated = torch.cat([slots, torch.full((70,), 9, device=DEVICE), torch.full((5,), -1, device=DEVICE)])
+    ordered, order = torch.sort(repeated.to(torch.int32))
+    expected = rows[torch.where(repeated >= 0, repeated, 50), :12]
+    assert torch.equal(triton_ops.gather_unique(parts, ordered, order, 12), expected)
+    assert torch.equal(torch_ops.gather_unique(parts, ordered, order, 12), expected)
+    # A scatter writes full rows where they live.
+    targets = torch.randperm(50, generator=generator)[:20].to(DEVICE)
+    values = torch.randn(20, 36, generator=generator).to(DEVICE)
+    written = {}
+    for ops in (torch_ops, triton_ops):
+        copy = _split(rows, split)
+        ops.scatter_rows(copy, targets, values)
+        written[ops] = _joined(copy)
+    assert torch.equal(written[triton_ops], written[torch_ops])
+    assert torch.equal(written[torch_ops][targets], values)
 
 
 TRAINING_CASES = [
@@ -297,10 +343,10 @@ def test_a_kernel_that_cannot_run_falls_back_to_torch_once(monkeypatch: pytest.M
     monkeypatch.setattr(kernels, "use_triton", lambda tensor: True)
     monkeypatch.setattr(kernels, "_FAILED", set())
     keys = torch.tensor([3, -9, 2**40])
-    with pytest.warns(RuntimeWarning, match="Triton kernel for bucket_of failed"):
-        buckets = kernels.bucket_of(keys, 11)
-    assert torch.equal(buckets, torch_ops.bucket_of(keys, 11))
-    assert kernels._FAILED == {"bucket_of"}
+    with pytest.warns(RuntimeWarning, match="Triton kernel for uniform_rows failed"):
+        rows = kernels.uniform_rows(keys, 4, 7, -0.5, 1.0)
+    assert torch.equal(rows, torch_ops.uniform_rows(keys, 4, 7, -0.5, 1.0))
+    assert kernels._FAILED == {"uniform_rows"}
 
 
 @pytest.mark.skipif(RUNS_KERNELS, reason="patches the Triton module of a process that does not run it")
@@ -318,23 +364,9 @@ def test_a_step_that_failed_after_writing_is_not_rerun(monkeypatch: pytest.Monke
     case = _random_update_case(EmbOptimType.EXACT_SGD, seed=0)
     rows = case["rows"].clone()
     with pytest.raises(compiled_ops.PartialUpdateError):
-        kernels.reduce_and_update(EmbOptimType.EXACT_SGD, rows, case["grouped_slots"], case["order"], case["index_grads"], case["params"], 1)
+        parts = RowParts(rows, rows, rows.shape[0], rows.shape[0] - 1)
+        kernels.reduce_and_update(EmbOptimType.EXACT_SGD, parts, case["grouped_slots"], case["order"], case["index_grads"], case["params"], 1)
     assert torch.equal(rows, case["rows"]), "the torch path must not run after a partial update"
-
-
-def test_unique_of_all_tables_at_once_equals_per_table_unique() -> None:
-    generator = torch.Generator().manual_seed(0)
-    for trial in range(60):
-        sizes = torch.randint(0, 30, (int(torch.randint(2, 5, (1,), generator=generator)),), generator=generator).tolist()
-        sizes[0] = 0 if trial % 5 == 0 else sizes[0]  # empty first and last tables
-        sizes[-1] = 0 if trial % 7 == 0 else sizes[-1]
-        bounds = [0, *torch.cumsum(torch.tensor(sizes), 0).tolist()]
-        ids = torch.randint(-5, 10, (bounds[-1],), generator=generator).to(DEVICE)  # ids shared across tables
-        batched = segmented_unique_per_table(ids, bounds)
-        for t, unique in enumerate(batched):
-            expected = segmented_unique(ids[bounds[t] : bounds[t + 1]])
-            for field in ("keys", "counts", "inverse", "order"):
-                assert torch.equal(getattr(unique, field), getattr(expected, field)), (trial, t, field)
 
 
 def test_insert_reads_per_key_or_per_bucket_rows_alike(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -343,7 +375,7 @@ def test_insert_reads_per_key_or_per_bucket_rows_alike(monkeypatch: pytest.Monke
         monkeypatch.setattr(torch_ops, "_ROWS_PER_KEY_LIMIT", limit)
         table, _ = _filled_table(3, 5, seed=9)  # full buckets, so inserts evict and refuse
         keys = torch.arange(1000, 1012, device=DEVICE)
-        protect = table.find(torch.arange(-50, 150, device=DEVICE))  # some of the stored ids
+        protect = table.find(torch.arange(-50, 150, device=DEVICE))[0]  # some of the stored ids
         slots, evicted = table.insert(keys, torch.full_like(keys, 99), protect=protect)
         outcomes.append((slots, evicted.mask, evicted.keys[evicted.mask], table.keys.clone(), table.scores.clone(), table.occupied.clone()))
     assert (outcomes[0][0] < 0).any() and outcomes[0][1].any(), "the case must refuse and evict"
@@ -362,7 +394,7 @@ def test_place_keys_matches_torch(num_buckets: int, bucket_capacity: int) -> Non
         table.scores.copy_(torch.randint(0, 4, table.scores.shape, generator=generator).to(DEVICE))  # ties of scores
         keys = torch.arange(1000, 1000 + 3 * bucket_capacity, device=DEVICE)  # more than a bucket can take
         scores = torch.arange(keys.numel(), device=DEVICE) + 50
-        sorted_buckets, order = torch.sort(table.buckets(keys), stable=True)
+        sorted_buckets, order = torch.sort(table.find(keys)[1], stable=True)
         rank = torch.arange(keys.numel(), device=DEVICE) - torch.searchsorted(sorted_buckets, sorted_buckets)
         protected = table._protected.clone()
         protected[torch.randperm(table.capacity, generator=generator)[: table.capacity // 3].to(DEVICE)] = True

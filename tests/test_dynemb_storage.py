@@ -16,6 +16,7 @@ from dynemb import (
     PoolingMode,
     StorageMode,
 )
+from dynemb.optimizers import state_width
 
 DIM, CAPACITY = 4, 1024
 ROW_BYTES_ADAM = DIM * 3 * 4
@@ -30,10 +31,10 @@ def options(**overrides: object) -> DynamicEmbTableOptions:
     return DynamicEmbTableOptions(**base)
 
 
-def make(device: str, pooling: PoolingMode = PoolingMode.SUM, tables: int = 2, **overrides: object) -> BatchedDynamicEmbeddingTables:
-    return BatchedDynamicEmbeddingTables(
-        [options(**overrides)] * tables, EmbOptimType.ADAM, pooling, device=device, learning_rate=0.05
-    )
+def make(
+    device: str, pooling: PoolingMode = PoolingMode.SUM, tables: int = 2, optimizer: EmbOptimType = EmbOptimType.ADAM, **overrides: object,
+) -> BatchedDynamicEmbeddingTables:
+    return BatchedDynamicEmbeddingTables([options(**overrides)] * tables, optimizer, pooling, device=device, learning_rate=0.05)
 
 
 def batches(count: int, id_range: int, bags: int = 16, tables: int = 2, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -67,6 +68,9 @@ def test_storage_mode_follows_budget() -> None:
         (dict(local_hbm_for_values=total // 2, caching=True), StorageMode.CACHING),
         (dict(local_hbm_for_values=0), StorageMode.HOST),
         (dict(local_hbm_for_values=ROW_BYTES_ADAM - 1, caching=True), StorageMode.HOST),
+        (dict(local_hbm_for_values=ROW_BYTES_ADAM, caching=True), StorageMode.CACHING),  # a cache of one row
+        (dict(local_hbm_for_values=8 * ROW_BYTES_ADAM - 1), StorageMode.HOST),  # HYBRID keeps whole buckets of 8 rows
+        (dict(local_hbm_for_values=8 * ROW_BYTES_ADAM), StorageMode.HYBRID),
     ]
     for overrides, mode in cases:
         tables = make("cpu", **overrides)
@@ -77,20 +81,24 @@ def test_storage_mode_follows_budget() -> None:
 @pytest.mark.parametrize(
     ("overrides", "prefetch"),
     [
-        (dict(caching=True, local_hbm_for_values=16 * ROW_BYTES_ADAM), "none"),
-        (dict(caching=True, local_hbm_for_values=16 * ROW_BYTES_ADAM), "before_forward"),
-        (dict(caching=True, local_hbm_for_values=16 * ROW_BYTES_ADAM), "between_forward_and_backward"),
-        (dict(caching=True, local_hbm_for_values=16 * ROW_BYTES_ADAM, score_strategy=DynamicEmbScoreStrategy.LFU), "before_forward"),
-        (dict(local_hbm_for_values=CAPACITY * ROW_BYTES_ADAM // 3), "none"),
-        (dict(local_hbm_for_values=0), "none"),
+        (dict(caching=True, hbm_rows=16), "none"),
+        (dict(caching=True, hbm_rows=16), "before_forward"),
+        (dict(caching=True, hbm_rows=16), "between_forward_and_backward"),
+        (dict(caching=True, hbm_rows=16, score_strategy=DynamicEmbScoreStrategy.LFU), "before_forward"),
+        (dict(hbm_rows=CAPACITY // 3), "none"),
+        (dict(hbm_rows=0), "none"),
     ],
     ids=["caching", "caching-prefetch", "caching-prefetch-mid-step", "caching-lfu", "hybrid", "host"],
 )
+@pytest.mark.parametrize("optimizer", [EmbOptimType.ADAM, EmbOptimType.EXACT_SGD, EmbOptimType.EXACT_ROWWISE_ADAGRAD])
 @pytest.mark.parametrize("device", DEVICES)
-def test_mode_trains_like_all_in_gpu(overrides: dict, prefetch: str, device: str) -> None:
+def test_mode_trains_like_all_in_gpu(overrides: dict, prefetch: str, optimizer: EmbOptimType, device: str) -> None:
     """Same ids, same gradients: every output and the final rows and state match, with evictions happening."""
-    reference = make(device)
-    tested = make(device, **overrides)
+    overrides = dict(overrides)
+    row_bytes = (DIM + state_width(optimizer, DIM)) * 4
+    overrides["local_hbm_for_values"] = overrides.pop("hbm_rows") * row_bytes
+    reference = make(device, optimizer=optimizer)
+    tested = make(device, optimizer=optimizer, **overrides)
     assert tested.storage_mode(0) is not StorageMode.GPU
     data = batches(14, id_range=40)
     generator = torch.Generator().manual_seed(1)

@@ -1,77 +1,132 @@
 """Rows of values: embedding and optimizer state side by side, ``[rows, dim + state_width]``.
 
-Row ``capacity`` (one past the last slot) is a spare row: gathers and scatters for
-slot -1 (an id that found no slot) are redirected there, so the hot path needs no
-mask and no host sync. Rows below ``device_rows`` live on the compute device, the
-rest in host memory: all-device is the GPU mode, none-on-device the HOST mode,
-anything between the HYBRID mode. A table's own host rows are not pinned: a gather
-indexes them on the CPU into a fresh tensor first, so pinning tens of GB would buy
-nothing. (Caching tables that share storage keep their host rows page-locked and
-mapped instead, for kernels to read in place: ``dynemb.host_memory``.)
+One store per tier of a group of tables. Rows below ``split`` live in device
+memory, the rest in host memory: all on the device is the GPU mode (and a cache),
+none the HOST mode (and a caching table's storage), anything between the HYBRID
+mode. Row ``spare`` (the last) takes reads and writes for slot -1 (an id that found
+no slot), so the hot path needs no mask and no host sync.
+
+Host rows are read and written where they are: page-locked with
+``cudaHostRegister`` and handed to the kernels as a device tensor over the same
+memory (``dynemb.host_memory``), so a batch's rows move in one kernel over the bus
+as TBE's UVM rows do. Where host memory cannot be mapped the store falls back to
+copies: rows are gathered on the CPU into a pinned buffer and moved in one copy per
+batch, and the update runs on a staged copy of the batch's rows, by the same
+kernels. On a CPU device host memory is device memory and the torch path serves.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import torch
+
+from dynemb import kernels
+from dynemb.host_memory import device_view
+from dynemb.kernels.operands import RowParts
+from dynemb.optimizers import OptimizerParams
+from dynemb.options import EmbOptimType
 
 
 class RowStore:
-    """Fixed-size row storage split between device and host memory at ``device_rows``."""
+    """``slots + 1`` rows of ``width`` floats, split at ``split`` between device and host memory."""
 
-    def __init__(self, capacity: int, width: int, device_rows: int, device: torch.device, shared: torch.Tensor | None = None) -> None:
-        """``shared``: every row (the spare too) as a view of a larger ``[.., width]`` tensor that tables of one
-        group share; on the device when all rows are (``device_rows`` past the last), in host memory when none is."""
-        total = capacity + 1  # the spare row
-        self.capacity = capacity
+    def __init__(self, slots: int, width: int, device_rows: int, device: torch.device) -> None:
+        """``device_rows``: rows in device memory (the spare too when it covers every slot)."""
+        total = slots + 1
         self.width = width
         self.device = device
-        self.device_rows = min(device_rows, total)
-        host_rows = total - self.device_rows
-        if shared is not None and (tuple(shared.shape) != (total, width) or 0 < host_rows < total):
-            raise ValueError(f"shared rows of shape {tuple(shared.shape)} for {total} rows of {width}, {self.device_rows} on the device")
-        on_device = shared is not None and host_rows == 0
-        in_host = shared is not None and host_rows == total
-        self.device_part = shared if on_device else torch.zeros(self.device_rows, width, dtype=torch.float32, device=device)
-        self.host_part = shared if in_host else torch.zeros(host_rows, width, dtype=torch.float32)
+        self.spare = slots
+        self.split = total if device_rows >= slots else device_rows
+        self.device_part = torch.zeros(min(self.split, total), width, dtype=torch.float32, device=device)
+        self.host_part = torch.zeros(total - self.device_part.shape[0], width, dtype=torch.float32)
+        self._host_view = None
+        if self.host_part.shape[0]:
+            self._host_view = device_view(self.host_part, device)
+            if self._host_view is None:
+                warnings.warn(
+                    f"dynemb: kernels on {device} cannot reach host memory (cudaHostRegister failed or no unified addressing); "
+                    "host rows move through pinned copies instead (slower)",
+                    RuntimeWarning, stacklevel=5,
+                )
 
     @property
     def device_only(self) -> bool:
-        """Every row (the spare too) is in ``device_part``: fused kernels can update it in place."""
-        return self.host_part.shape[0] == 0
+        """Every row (the spare too) is in device memory."""
+        return self.split > self.spare
 
-    def _spare(self, slots: torch.Tensor) -> torch.Tensor:
-        return torch.where(slots >= 0, slots, self.capacity)
+    @property
+    def mapped(self) -> bool:
+        """Kernels reach every row where it is (no copies)."""
+        return self.device_only or self._host_view is not None
+
+    def _parts(self) -> RowParts:
+        if self.device_only:
+            return RowParts(self.device_part, self.device_part, self.split, self.spare)
+        host = self._host_view
+        return RowParts(self.device_part if self.split else host, host, self.split, self.spare)
 
     def gather(self, slots: torch.Tensor, columns: int | None = None) -> torch.Tensor:
-        """Rows at ``slots`` (first ``columns`` columns only, if given) on the compute device."""
-        slots = self._spare(slots)
-        if self.host_part.shape[0] == 0:
-            source = self.device_part if columns is None else self.device_part[:, :columns]
-            return source[slots]
-        if self.device_rows == 0:
-            source = self.host_part if columns is None else self.host_part[:, :columns]
-            return source[slots.cpu()].to(self.device, non_blocking=True)
-        width = self.width if columns is None else columns
-        out = torch.empty(slots.numel(), width, dtype=torch.float32, device=self.device)
-        on_device = slots < self.device_rows
-        local = torch.nonzero(on_device).squeeze(1)
-        out[local] = self.device_part[slots[local], :width]
-        remote = torch.nonzero(~on_device).squeeze(1)
-        host_slots = (slots[remote] - self.device_rows).cpu()
-        out[remote] = self.host_part[host_slots, :width].to(self.device, non_blocking=True)
+        """The first ``columns`` (default: all) of each slot's row, on the device; the spare row for -1."""
+        columns = self.width if columns is None else columns
+        if self.mapped:
+            return kernels.gather_rows(self._parts(), slots, columns)
+        out = torch.empty(slots.numel(), columns, dtype=torch.float32, device=self.device)
+        local, remote, host_rows = self._split(slots)
+        out[local] = kernels.gather_rows(self._device_parts(), slots[local], columns)
+        out[remote] = self._to_device(self.host_part[host_rows, :columns])
+        return out
+
+    def gather_unique(self, sorted_slots: torch.Tensor, order: torch.Tensor, columns: int) -> torch.Tensor:
+        """``gather(slots, columns)`` given the slots sorted (``sorted_slots[j]`` is index ``order[j]``'s): each
+        distinct host row crosses the bus about once, however often the batch repeats its id."""
+        if self.mapped:
+            return kernels.gather_unique(self._parts(), sorted_slots, order, columns)
+        unique, inverse = torch.unique_consecutive(sorted_slots, return_inverse=True)
+        out = torch.empty(sorted_slots.numel(), columns, dtype=torch.float32, device=self.device)
+        out[order] = self.gather(unique, columns)[inverse]
         return out
 
     def scatter(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
-        """Write full rows at ``slots`` (slot -1 writes go to the spare row)."""
-        slots = self._spare(slots)
-        if self.host_part.shape[0] == 0:
-            self.device_part[slots] = rows
+        """Write full rows at each slot's row (slot -1: the spare row)."""
+        if self.mapped:
+            kernels.scatter_rows(self._parts(), slots, rows)
             return
-        if self.device_rows == 0:
-            self.host_part[slots.cpu()] = rows.cpu()
+        local, remote, host_rows = self._split(slots)
+        kernels.scatter_rows(self._device_parts(), slots[local], rows[local])
+        self.host_part[host_rows] = rows[remote].cpu()
+
+    def reduce_and_update(
+        self, optimizer: EmbOptimType, sorted_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
+        params: OptimizerParams, step: int,
+    ) -> None:
+        """Sum each id's gradient rows (its slot's run in ``sorted_slots``) and step its row once, in place.
+
+        Without mapped host rows the batch's rows are staged on the device, stepped by
+        the same kernel, and written back.
+        """
+        if self.mapped:
+            kernels.reduce_and_update(optimizer, self._parts(), sorted_slots, order, index_grads, params, step)
             return
-        on_device = slots < self.device_rows
-        local = torch.nonzero(on_device).squeeze(1)
-        self.device_part[slots[local]] = rows[local]
+        unique, inverse = torch.unique_consecutive(sorted_slots, return_inverse=True)
+        stage = self.gather(unique)  # row i: the i-th distinct slot's (slot -1's too: the spare row)
+        parts = RowParts(stage, stage, stage.shape[0] + 1, stage.shape[0] - 1)
+        kernels.reduce_and_update(optimizer, parts, inverse, order, index_grads, params, step)
+        self.scatter(unique, stage)
+
+    def _device_parts(self) -> RowParts:
+        """The device rows alone, for a store whose host rows kernels cannot reach."""
+        return RowParts(self.device_part, self.device_part, self.split, self.split - 1)
+
+    def _split(self, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Positions of slots whose rows are in device memory, of those in host memory, and those rows' host indices."""
+        rows = torch.where(slots >= 0, slots, self.spare)
+        on_device = rows < self.split
         remote = torch.nonzero(~on_device).squeeze(1)
-        self.host_part[(slots[remote] - self.device_rows).cpu()] = rows[remote].cpu()
+        return torch.nonzero(on_device).squeeze(1), remote, (rows[remote] - self.split).cpu()
+
+    def _to_device(self, rows: torch.Tensor) -> torch.Tensor:
+        """Host rows on the device in one copy (from pinned memory, so the copy is a DMA)."""
+        if self.device.type != "cuda":
+            return rows.to(self.device)
+        return rows.pin_memory().to(self.device, non_blocking=True)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from dynemb.hash_table import BucketedHashTable
 from dynemb.options import DynamicEmbScoreStrategy
 
 
@@ -27,7 +26,3 @@ class ScorePolicy:
         if self.strategy is DynamicEmbScoreStrategy.TIMESTAMP:
             return torch.full_like(counts, self.clock)
         return counts if previous is None else counts + previous
-
-    def find_and_touch(self, index: BucketedHashTable, keys: torch.Tensor, counts: torch.Tensor, hits: torch.Tensor, misses: torch.Tensor) -> torch.Tensor:
-        """Slots of ``keys`` (-1: absent); record an access of each found id, ``counts`` times, and count hits and misses."""
-        return index.find_and_touch(keys, counts, self.clock, self.strategy is DynamicEmbScoreStrategy.LFU, hits, misses)

@@ -5,13 +5,11 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from dynemb.device_group import build_tables
-from dynemb.function import DynamicEmbeddingFunction, lookup_batch
+from dynemb.engine import Engine, Member
+from dynemb.function import DynamicEmbeddingFunction
 from dynemb.optimizers import OptimizerParams, initial_state, state_fields
 from dynemb.options import DynamicEmbTableOptions, EmbOptimType, PoolingMode, StorageMode
-from dynemb.ranges import emit_range, op_range
-from dynemb.segments import segmented_unique
-from dynemb.storage import DynamicTable
+from dynemb.ranges import emit_range
 from dynemb.validation import check_batch
 
 
@@ -53,24 +51,27 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self.pooling_mode = pooling_mode
         self.optimizer = optimizer
         self.params = OptimizerParams(learning_rate, eps, beta1, beta2, weight_decay, initial_accumulator_value)
-        self.step = 0
-        seeds = [options.seed + (t << 32) for t, options in enumerate(table_options)]
-        self.tables: list[DynamicTable]
-        # Tables all on the device, or all caching, that agree on layout share one storage and train in one pass.
-        self.tables, self.group = build_tables(table_options, optimizer, self.params, seeds, self.device)
+        self.dims = [options.dim for options in table_options]
+        # Tables that agree on layout share one storage and train in one pass, whatever their storage mode.
+        self.engine = Engine(table_options, optimizer, pooling_mode, self.params, self.device)
         self._anchor = torch.empty(0, device=self.device, requires_grad=True)
 
     @property
     def num_tables(self) -> int:
-        return len(self.tables)
+        return self.engine.num_tables
+
+    @property
+    def step(self) -> int:
+        """Training steps taken (backward passes)."""
+        return self.engine.step
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
         layout = check_batch(indices, offsets, self.num_tables, self.device)
         if self.training and torch.is_grad_enabled():
-            return DynamicEmbeddingFunction.apply(self._anchor, self, indices, layout)
+            return DynamicEmbeddingFunction.apply(self._anchor, self.engine, indices, layout)
         stage = "DynamicEmbeddingFunction.forward" if self.training else "dynamicemb_eval_forward"
         with emit_range(stage):
-            output, _ = lookup_batch(self, indices, layout, training=self.training)
+            output, _ = self.engine.lookup(indices, layout, training=self.training)
         return output
 
     def prefetch(self, indices: torch.Tensor, offsets: torch.Tensor) -> None:
@@ -79,51 +80,50 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         if not self.training:
             return
         with emit_range("dynamicemb_prefetch"):
-            if self.group is not None:
-                self.group.prefetch(indices, layout)
-                return
-            for t, table in enumerate(self.tables):
-                if table.storage_mode is not StorageMode.CACHING:
-                    continue
-                with op_range("segmented_unique"):
-                    unique = segmented_unique(indices[layout.bounds[t] : layout.bounds[t + 1]])
-                table.prefetch(unique.keys, unique.counts)
+            self.engine.prefetch(indices, layout)
 
     def storage_mode(self, table: int) -> StorageMode:
-        return self._table(table).storage_mode
+        self._table(table)
+        return self.engine.storage_mode(table)
 
     def size(self, table: int) -> int:
         """Distinct ids stored in the table (all tiers)."""
-        return self._table(table).size()
+        member = self._table(table)
+        return member.group.size(member.local)
 
     def capacity(self, table: int) -> int:
-        """Rows the table can hold (its host storage, for CACHING)."""
-        return self._table(table).capacity
+        """Rows the table can hold (its storage, for CACHING)."""
+        member = self._table(table)
+        return member.group.capacity(member.local)
 
     def cache_stats(self, table: int | None = None) -> dict[str, int]:
-        """Training lookups that hit or missed the device tier, and ids it evicted.
+        """Training lookups of the first tier (a CACHING table's cache, any other table's storage), and ids it evicted.
 
-        Table by table a lookup is one of the batch's unique ids; tables in one shared
-        storage (``self.group``) count every index, as their one-pass find sees them.
+        A lookup is one index of a batch (an id repeated in a batch counts each time):
+        ``hits`` found its id there, ``misses`` did not (a cache miss, or a new id);
+        ``evictions`` counts ids pushed out of that tier to make room (a cache writes
+        them back to storage; storage drops them). Prefetches count as lookups.
         """
-        chosen = self.tables if table is None else [self._table(table)]
-        return {
-            "hits": sum(int(t.hits) for t in chosen),
-            "misses": sum(int(t.misses) for t in chosen),
-            "evictions": sum(int(t.evictions) for t in chosen),
-        }
+        chosen = range(self.num_tables) if table is None else [table]
+        totals = {"hits": 0, "misses": 0, "evictions": 0}
+        for t in chosen:
+            member = self._table(t)
+            for name in totals:
+                totals[name] += int(getattr(member.group, name)[member.local])
+        return totals
 
     def reset_cache_stats(self) -> None:
-        for table in self.tables:
-            table.reset_stats()
+        for group, _ in self.engine.groups:
+            for counter in (group.hits, group.misses, group.evictions):
+                counter.zero_()
 
     def export_table(self, table: int) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """(ids ascending, rows ``[n, dim]``, optimizer state per row by name), on the CPU."""
-        chosen = self._table(table)
-        keys, rows = chosen.export()
+        member = self._table(table)
+        keys, rows = member.group.export(member.local)
         order = torch.argsort(keys)
         keys, rows = keys[order].cpu(), rows[order].cpu()
-        dim = chosen.dim
+        dim = self.dims[table]
         state = {
             name: rows[:, dim + start : dim + stop].squeeze(1) if stop - start == 1 else rows[:, dim + start : dim + stop].clone()
             for name, (start, stop) in state_fields(self.optimizer, dim).items()
@@ -132,8 +132,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
     def load_table(self, table: int, ids: torch.Tensor, rows: torch.Tensor, state: dict[str, torch.Tensor] | None = None) -> None:
         """Insert or overwrite ids with the given rows (and optimizer state, else fresh state)."""
-        chosen = self._table(table)
-        dim = chosen.dim
+        member = self._table(table)
+        dim = self.dims[table]
         if ids.dim() != 1 or ids.dtype != torch.int64:
             raise ValueError(f"ids must be a 1-D int64 tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
         if rows.dim() != 2 or rows.shape[1] != dim:
@@ -143,12 +143,12 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         ids = ids.to(self.device)
         if torch.unique(ids).numel() != ids.numel():
             raise ValueError("ids must be unique")
-        full = torch.cat([rows.to(self.device, torch.float32), self._state_columns(chosen, ids.numel(), state)], dim=1)
-        chosen.load(ids, full)
+        full = torch.cat([rows.to(self.device, torch.float32), self._state_columns(dim, ids.numel(), state)], dim=1)
+        member.group.load(member.local, ids, full)
 
-    def _state_columns(self, table: DynamicTable, count: int, state: dict[str, torch.Tensor] | None) -> torch.Tensor:
-        fields = state_fields(self.optimizer, table.dim)
-        fresh = initial_state(self.optimizer, count, table.dim, self.params, self.device)
+    def _state_columns(self, dim: int, count: int, state: dict[str, torch.Tensor] | None) -> torch.Tensor:
+        fields = state_fields(self.optimizer, dim)
+        fresh = initial_state(self.optimizer, count, dim, self.params, self.device)
         if state is None:
             return fresh
         unknown = set(state) - set(fields)
@@ -163,10 +163,10 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             fresh[:, start:stop] = values.to(self.device, torch.float32).reshape(count, stop - start)
         return fresh
 
-    def _table(self, table: int) -> DynamicTable:
-        if not 0 <= table < self.num_tables:
+    def _table(self, table: int) -> Member:
+        if not isinstance(table, int) or not 0 <= table < self.num_tables:
             raise ValueError(f"table {table} out of range: {self.num_tables} tables")
-        return self.tables[table]
+        return self.engine.member(table)
 
 
 def _concrete_device(device: torch.device | str | None) -> torch.device:

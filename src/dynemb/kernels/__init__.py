@@ -16,6 +16,7 @@ import warnings
 
 import torch
 
+from dynemb.kernels.operands import BucketTensors, RowParts
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -75,17 +76,39 @@ def _run(step: str, tensor: torch.Tensor, *args: object) -> object:
 _FAILED: set[str] = set()
 
 
-def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
-    """Slot of each key in its bucket, -1 where absent (see ``torch_ops.find_slots``)."""
-    return _run("find_slots", keys, keys, buckets, table_keys, occupied, bucket_capacity)
+def find(
+    keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, maps: BucketTensors,
+    table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
+    clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(slot, bucket) of every key over tables sharing slot arrays (see ``torch_ops.find``)."""
+    return _run(
+        "find", keys, keys, table, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity,
+        clock, add_counts, touch, hits, misses,
+    )
 
 
 def reduce_and_update(
-    optimizer: EmbOptimType, rows: torch.Tensor, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
+    optimizer: EmbOptimType, parts: RowParts, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
     params: OptimizerParams, step: int,
 ) -> None:
     """Sum each id's gradient rows and apply the optimizer in place (see ``torch_ops.reduce_and_update``)."""
-    _run("reduce_and_update", rows, optimizer, rows, grouped_slots, order, index_grads, params, step)
+    _run("reduce_and_update", parts.device, optimizer, parts, grouped_slots, order, index_grads, params, step)
+
+
+def gather_rows(parts: RowParts, slots: torch.Tensor, columns: int) -> torch.Tensor:
+    """The first ``columns`` of each slot's row (see ``torch_ops.gather_rows``)."""
+    return _run("gather_rows", parts.device, parts, slots, columns)
+
+
+def gather_unique(parts: RowParts, sorted_slots: torch.Tensor, order: torch.Tensor, columns: int) -> torch.Tensor:
+    """Each index's row, each distinct row read once (see ``torch_ops.gather_unique``)."""
+    return _run("gather_unique", parts.device, parts, sorted_slots, order, columns)
+
+
+def scatter_rows(parts: RowParts, slots: torch.Tensor, values: torch.Tensor) -> None:
+    """Write full rows at each slot's row (see ``torch_ops.scatter_rows``)."""
+    _run("scatter_rows", parts.device, parts, slots, values)
 
 
 def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
@@ -93,19 +116,11 @@ def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, m
     _run("pool_rows", emb, emb, inverse, offsets, mode, out)
 
 
-def gather_rows(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Rows ``source[index]`` of a row-strided source (see ``torch_ops.gather_rows``)."""
-    return _run("gather_rows", source, source, index)
-
-
-def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
-    """Bucket in ``[0, num_buckets)`` of each key (``dynemb.hashing.bucket_of``, fused on CUDA)."""
-    return _run("bucket_of", keys, keys, num_buckets)
-
-
-def uniform_rows(keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float, upper: float) -> torch.Tensor:
-    """Initial rows drawn uniform in (lower, upper) per (seed, id, column) (see ``torch_ops.uniform_rows``)."""
-    return _run("uniform_rows", keys, keys, dim, seed_words, lower, upper)
+def uniform_rows(
+    keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float | torch.Tensor, span: float | torch.Tensor,
+) -> torch.Tensor:
+    """Initial rows drawn uniform in (lower, lower + span) per (seed, id, column) (see ``torch_ops.uniform_rows``)."""
+    return _run("uniform_rows", keys, keys, dim, seed_words, lower, span)
 
 
 def place_keys(
@@ -115,26 +130,4 @@ def place_keys(
     """Slot and write new keys, with score-based eviction (see ``torch_ops.place_keys``)."""
     return _run(
         "place_keys", keys, sorted_buckets, rank, order, keys, scores, table_keys, table_scores, occupied, protected, bucket_capacity,
-    )
-
-
-def find_and_touch(
-    keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor,
-    bucket_capacity: int, counts: torch.Tensor, clock: int, add_counts: bool, hits: torch.Tensor, misses: torch.Tensor,
-) -> torch.Tensor:
-    """Find, refresh the found ids' scores and count hits and misses (see ``torch_ops.find_and_touch``)."""
-    return _run(
-        "find_and_touch", keys, keys, buckets, table_keys, occupied, table_scores, bucket_capacity, counts, clock, add_counts, hits, misses,
-    )
-
-
-def group_find(
-    indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, table_buckets: torch.Tensor, table_base: torch.Tensor,
-    table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
-    clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(slot, bucket) of every index of a batch over tables sharing slot arrays (see ``torch_ops.group_find``)."""
-    return _run(
-        "group_find", indices, indices, offsets, batch_size, table_buckets, table_base, table_keys, occupied, table_scores,
-        bucket_capacity, clock, add_counts, touch, hits, misses,
     )

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from dynemb.hashing import bucket_of, mix64, random_bits, uniform_open
+from dynemb.hashing import mix64, random_bits, uniform_open
+from dynemb.kernels.operands import BucketTensors, RowParts
 from dynemb.optimizers import OptimizerParams, update_rows
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -19,50 +20,43 @@ _INT64_MIN = torch.iinfo(torch.int64).min
 _INT64_MAX = torch.iinfo(torch.int64).max
 
 
-def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
-    """Slot of each key in its bucket (``buckets``), -1 where absent; ``table_keys``/``occupied`` are flat per slot."""
-    if keys.numel() <= _FIND_CHUNK:
-        return _find_chunk(keys, buckets, table_keys, occupied, bucket_capacity)
-    return torch.cat([
-        _find_chunk(key_chunk, bucket_chunk, table_keys, occupied, bucket_capacity)
-        for key_chunk, bucket_chunk in zip(keys.split(_FIND_CHUNK), buckets.split(_FIND_CHUNK), strict=True)
-    ])
+def table_buckets(keys: torch.Tensor, table: torch.Tensor, maps: BucketTensors) -> torch.Tensor:
+    """Bucket of each key of table ``table[i]`` in a ``BucketMap``'s slot arrays (``dynemb.hash_table``):
+    ``mix64(key) mod num_buckets``, then the table's device range for local buckets below its
+    ``device_buckets``, its host range for the rest."""
+    local = torch.remainder(mix64(keys), maps.num_buckets[table])
+    device_buckets = maps.device_buckets[table]
+    return torch.where(local < device_buckets, maps.device_base[table] + local, maps.host_base[table] + local - device_buckets)
 
 
-def find_and_touch(
-    keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor,
-    bucket_capacity: int, counts: torch.Tensor, clock: int, add_counts: bool, hits: torch.Tensor, misses: torch.Tensor,
-) -> torch.Tensor:
-    """``find_slots``; found slots' scores set to ``clock`` (``add_counts``: raised by ``counts``); hits/misses counted."""
-    slots = find_slots(keys, buckets, table_keys, occupied, bucket_capacity)
-    target = torch.where(slots >= 0, slots, table_scores.numel() - 1)  # absent keys touch the spare entry
-    if add_counts:
-        table_scores.index_add_(0, target, counts)
-    else:
-        table_scores[target] = torch.full_like(counts, clock)
-    found = (slots >= 0).sum()
-    hits += found
-    misses += slots.numel() - found
-    return slots
-
-
-def group_find(
-    indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, table_buckets: torch.Tensor, table_base: torch.Tensor,
+def find(
+    keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, maps: BucketTensors,
     table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
     clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Slot (-1: absent) and bucket of every index of a TBE batch, over tables that share one set of slot arrays.
+    """Slot (-1: absent) and bucket of every key, over tables that share one set of slot arrays.
 
-    Index ``i`` belongs to the last table ``t`` with ``offsets[t * batch_size] <= i``;
-    table ``t`` owns buckets ``table_base[t] + [0, table_buckets[t])``. Indices repeat,
-    so with ``touch`` a found slot's score is set to ``clock`` (or, ``add_counts``,
-    raised by one per index), and ``hits[t]``/``misses[t]`` count lookups per index.
+    A key's table is ``table[i]``; with ``table`` None, that of a TBE batch's index
+    ``i`` (the last ``t`` with ``offsets[t * batch_size] <= i``), or table 0 without
+    ``offsets``. Indices repeat, so with ``touch`` a found slot's score is set to
+    ``clock`` (or, ``add_counts``, raised by one per index), and ``hits[t]``/``misses[t]``
+    count lookups per index.
     """
-    n = indices.numel()
-    bounds = offsets[::batch_size].contiguous()
-    table = torch.searchsorted(bounds, torch.arange(n, device=indices.device), right=True) - 1
-    buckets = table_base[table] + torch.remainder(mix64(indices), table_buckets[table])
-    slots = find_slots(indices, buckets, table_keys, occupied, bucket_capacity)
+    n = keys.numel()
+    if table is None:
+        if offsets is None:
+            table = torch.zeros(n, dtype=torch.int64, device=keys.device)
+        else:
+            bounds = offsets[::batch_size].contiguous()
+            table = torch.searchsorted(bounds, torch.arange(n, device=keys.device), right=True) - 1
+    buckets = table_buckets(keys, table, maps)
+    if n <= _FIND_CHUNK:
+        slots = _find_chunk(keys, buckets, table_keys, occupied, bucket_capacity)
+    else:
+        slots = torch.cat([
+            _find_chunk(key_chunk, bucket_chunk, table_keys, occupied, bucket_capacity)
+            for key_chunk, bucket_chunk in zip(keys.split(_FIND_CHUNK), buckets.split(_FIND_CHUNK), strict=True)
+        ])
     if touch:
         found = slots >= 0
         target = torch.where(found, slots, table_scores.numel() - 1)  # absent keys touch the spare entry
@@ -87,26 +81,58 @@ def _find_chunk(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Ten
     return torch.where(found, slots, -1)
 
 
+def _rows(parts: RowParts, slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Row of each slot (the spare for -1) and, where some rows are in host memory, the positions whose
+    rows are on the device and those in host memory."""
+    rows = torch.where(slots >= 0, slots, parts.spare)
+    if parts.on_device:
+        return rows, None, None
+    on_device = rows < parts.split
+    return rows, torch.nonzero(on_device).squeeze(1), torch.nonzero(~on_device).squeeze(1)
+
+
+def gather_rows(parts: RowParts, slots: torch.Tensor, columns: int) -> torch.Tensor:
+    """``[len(slots), columns]``: the first ``columns`` of the row of each slot (the spare row for -1)."""
+    rows, local, remote = _rows(parts, slots)
+    if local is None:
+        return parts.device[rows, :columns]
+    out = torch.empty(slots.numel(), columns, dtype=parts.device.dtype, device=slots.device)
+    out[local] = parts.device[rows[local], :columns]
+    out[remote] = parts.host[rows[remote] - parts.split, :columns]
+    return out
+
+
+def scatter_rows(parts: RowParts, slots: torch.Tensor, values: torch.Tensor) -> None:
+    """Write full rows ``values`` at each slot's row (the spare row for -1)."""
+    rows, local, remote = _rows(parts, slots)
+    if local is None:
+        parts.device[rows] = values
+        return
+    parts.device[rows[local]] = values[local]
+    parts.host[rows[remote] - parts.split] = values[remote]
+
+
+def gather_unique(parts: RowParts, sorted_slots: torch.Tensor, order: torch.Tensor, columns: int) -> torch.Tensor:
+    """``gather_rows`` of the slots ``sorted_slots[j]`` of indices ``order[j]``, into index order."""
+    out = torch.empty(sorted_slots.numel(), columns, dtype=parts.device.dtype, device=sorted_slots.device)
+    out[order] = gather_rows(parts, sorted_slots, columns)
+    return out
+
+
 def reduce_and_update(
-    optimizer: EmbOptimType, rows: torch.Tensor, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
+    optimizer: EmbOptimType, parts: RowParts, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
     params: OptimizerParams, step: int,
 ) -> None:
-    """In place on ``rows`` ``[capacity + 1, dim + state]``: position ``j`` carries the gradient row
-    ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (equal slots adjacent; -1: the spare last row);
+    """In place on the rows ``[dim + state]`` of ``parts``: position ``j`` carries the gradient row
+    ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (equal slots adjacent; -1: the spare row);
     each id's rows are summed and its row stepped once."""
     if grouped_slots.numel() == 0:
         return
     slots, counts = torch.unique_consecutive(grouped_slots, return_counts=True)
     grads = torch.segment_reduce(index_grads[order], "sum", lengths=counts, unsafe=True)
-    target = torch.where(slots >= 0, slots, rows.shape[0] - 1)
-    updated = rows[target]
+    updated = gather_rows(parts, slots, parts.width)
     update_rows(optimizer, updated, grads, params, step)
-    rows[target] = updated
-
-
-def gather_rows(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``source[index]`` for a ``[rows, dim]`` source whose rows may be strided (the embedding columns of wider rows)."""
-    return torch.index_select(source, 0, index)
+    scatter_rows(parts, slots, updated)
 
 
 def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
@@ -156,12 +182,18 @@ def place_keys(
     return sorted_slots, *evicted
 
 
-def uniform_rows(keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float, upper: float) -> torch.Tensor:
-    """``[len(keys), dim]`` float32 uniform in (lower, upper), a pure function of (seed, id, column).
+def uniform_rows(
+    keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float | torch.Tensor, span: float | torch.Tensor,
+) -> torch.Tensor:
+    """``[len(keys), dim]`` float32 uniform in (lower, lower + span), a pure function of (seed, id, column).
 
-    ``seed_words``: ``hashing.seed_word(seed)``, or a tensor of one such word per key.
+    ``seed_words``: ``hashing.seed_word(seed)``, or a tensor of one such word per key;
+    ``lower``/``span``: numbers, or float32 tensors of one per key (tables sharing
+    storage draw each key's row with its own table's seed and bounds).
     """
-    return lower + (upper - lower) * uniform_open(random_bits(keys, dim, seed_words), 40)
+    if isinstance(lower, torch.Tensor):
+        lower, span = lower.unsqueeze(1), span.unsqueeze(1)
+    return lower + span * uniform_open(random_bits(keys, dim, seed_words), 40)
 
 
-__all__ = ["bucket_of", "find_and_touch", "find_slots", "gather_rows", "group_find", "place_keys", "pool_rows", "reduce_and_update", "uniform_rows"]
+__all__ = ["find", "gather_rows", "gather_unique", "place_keys", "pool_rows", "reduce_and_update", "scatter_rows", "table_buckets", "uniform_rows"]

@@ -1,10 +1,16 @@
 """Fused Triton kernels for the hot steps of a training iteration.
 
-- ``find_slots``: one probe kernel per table; each key scans its bucket in chunks
-  until it matches an occupied slot or reaches the first empty one (buckets fill as
-  a prefix). No host sync, no ``[keys, bucket_capacity]`` compare matrix in memory.
-  ``find_and_touch`` (training lookups) also refreshes the found ids' scores and
-  counts hits and misses in the same kernel.
+- ``find``: one probe kernel for a whole batch over every table of a group: each
+  key picks its table (given, or by binary search of the batch's offsets) and bucket,
+  then scans the bucket in chunks until it matches an occupied slot or reaches the
+  first empty one (buckets fill as a prefix). No host sync, no ``[keys,
+  bucket_capacity]`` compare matrix in memory. Training lookups also refresh the
+  found ids' scores and count hits and misses in the same kernel.
+- Row kernels (``gather_rows``, ``gather_unique``, ``scatter_rows`` and the update)
+  address rows through ``RowParts``: below ``split`` in device memory, from it on in
+  host memory that the device reaches in place (page-locked and mapped), as TBE's
+  UVM rows are. ``gather_unique`` reads each distinct row of a sorted batch once per
+  block, so a batch whose ids repeat moves each host row over the bus about once.
 - ``reduce_and_update``: the gradient rows of each id (grouped by slot, as a sort
   of the batch's slots leaves them) are summed and the optimizer is applied in
   place to the stored row and its state, without atomics and without a host sync.
@@ -12,9 +18,8 @@
   ``[32, 32] @ [32, dim]`` product of the equal-slot matrix, and steps the ids that
   lie wholly inside; an id crossing block edges (a hot id spans many) is summed
   from the blocks' partial sums and stepped by a second kernel.
-- ``bucket_of`` and ``uniform_rows``: the SplitMix64 bucket hash and the uniform
-  initializer in one kernel each instead of a dozen elementwise torch ops (the
-  same integer bits, so the same buckets and, up to float rounding, the same values).
+- ``uniform_rows``: the uniform initializer in one kernel instead of a dozen
+  elementwise torch ops (the same integer bits, so up to float rounding the same values).
 - ``place_keys``: an insert's slot choice (empty slots first, then lowest score,
   protected slots never) planned per key from its bucket's row by pairwise compares,
   then written by a second kernel: no per-bucket sort, no host sync.
@@ -33,6 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
+from dynemb.kernels.operands import BucketTensors, RowParts
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -46,8 +52,10 @@ _BAG_WARPS = 2
 # Warps per block of the fused reduce + update: its [32, dim] tiles (gradients, sums,
 # row and ADAM state) would spill registers with fewer threads.
 _SEGMENT_WARPS = 8
-# Rows per program in the row gather.
+# Rows per program in the row gather and scatter.
 _GATHER_ROWS = 8
+# Sorted positions per program of the gather that reads each distinct row once.
+_UNIQUE_BLOCK = 32
 # Keys per program and bucket positions per step in the probe.
 _FIND_BLOCK = 32
 _FIND_CHUNK = 32
@@ -105,51 +113,34 @@ def _touch(scores_ptr, slot, hit, increments, clock, BLOCK: tl.constexpr, ADD_CO
 
 # Batch lengths and the clock change every step: kernels are not specialized on them
 # (Triton would otherwise compile a variant for values divisible by 16, or equal to 1).
-@triton.jit(do_not_specialize=["n", "clock"])
-def _find_kernel(
-    query_ptr, bucket_ptr, keys_ptr, occupied_ptr, out_ptr, n, scores_ptr, counts_ptr, clock, hits_ptr, misses_ptr,
-    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr,
-):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    valid = offs < n
-    query = tl.load(query_ptr + offs, mask=valid, other=0)
-    base = tl.load(bucket_ptr + offs, mask=valid, other=0) * CAP
-    result = _probe(query, base, valid, keys_ptr, occupied_ptr, CAP, BLOCK, CHUNK)
-    tl.store(out_ptr + offs, result, mask=valid)
-    if TOUCH:
-        hit = valid & (result >= 0)
-        increments = tl.zeros([BLOCK], dtype=tl.int64)
-        if ADD_COUNTS:
-            increments = tl.load(counts_ptr + offs, mask=hit, other=0)
-        _touch(scores_ptr, result, hit, increments, clock, BLOCK, ADD_COUNTS)
-        found_here = tl.sum(hit.to(tl.int64), axis=0)
-        tl.atomic_add(hits_ptr, found_here)
-        tl.atomic_add(misses_ptr, tl.sum(valid.to(tl.int64), axis=0) - found_here)
-
-
 @triton.jit(do_not_specialize=["n", "batch_size", "clock"])
-def _group_find_kernel(
-    query_ptr, n, offsets_ptr, batch_size, num_tables, table_buckets_ptr, table_base_ptr,
+def _find_kernel(
+    query_ptr, n, table_ptr, offsets_ptr, batch_size, num_tables, num_buckets_ptr, device_buckets_ptr, device_base_ptr, host_base_ptr,
     keys_ptr, occupied_ptr, scores_ptr, slot_ptr, bucket_ptr, clock, hits_ptr, misses_ptr,
-    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, SEARCH_STEPS: tl.constexpr, TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr,
+    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, SEARCH_STEPS: tl.constexpr, TABLES: tl.constexpr,
+    TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr,
 ):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n
     query = tl.load(query_ptr + offs, mask=valid, other=0)
-    # Table of each index: the last t with offsets[t * batch_size] <= index (empty tables skipped).
-    lo = tl.zeros([BLOCK], dtype=tl.int64)
-    hi = lo + num_tables
-    for _ in range(SEARCH_STEPS):
-        mid = (lo + hi) // 2
-        open_ = hi - lo > 1
-        below = tl.load(offsets_ptr + mid * batch_size, mask=valid & open_, other=0) <= offs
-        lo = tl.where(open_ & below, mid, lo)
-        hi = tl.where(open_ & (below == 0), mid, hi)
-    table = lo
-    table_buckets = tl.load(table_buckets_ptr + table, mask=valid, other=1)
-    local = _mix64(query.to(tl.uint64, bitcast=True)).to(tl.int64, bitcast=True) % table_buckets
-    local = tl.where(local < 0, local + table_buckets, local)  # torch.remainder's sign
-    bucket = tl.load(table_base_ptr + table, mask=valid, other=0) + local
+    table = tl.zeros([BLOCK], dtype=tl.int64)
+    if TABLES == 1:  # given per key
+        table = tl.load(table_ptr + offs, mask=valid, other=0)
+    elif TABLES == 2:  # of a TBE batch: the last t with offsets[t * batch_size] <= index (empty tables skipped)
+        hi = table + num_tables
+        for _ in range(SEARCH_STEPS):
+            mid = (table + hi) // 2
+            open_ = hi - table > 1
+            below = tl.load(offsets_ptr + mid * batch_size, mask=valid & open_, other=0) <= offs
+            table = tl.where(open_ & below, mid, table)
+            hi = tl.where(open_ & (below == 0), mid, hi)
+    num_buckets = tl.load(num_buckets_ptr + table, mask=valid, other=1)
+    local = _mix64(query.to(tl.uint64, bitcast=True)).to(tl.int64, bitcast=True) % num_buckets
+    local = tl.where(local < 0, local + num_buckets, local)  # torch.remainder's sign
+    device_buckets = tl.load(device_buckets_ptr + table, mask=valid, other=0)
+    device_base = tl.load(device_base_ptr + table, mask=valid, other=0)
+    host_base = tl.load(host_base_ptr + table, mask=valid, other=0)
+    bucket = tl.where(local < device_buckets, device_base + local, host_base + local - device_buckets)
     tl.store(bucket_ptr + offs, bucket, mask=valid)
     result = _probe(query, bucket * CAP, valid, keys_ptr, occupied_ptr, CAP, BLOCK, CHUNK)
     tl.store(slot_ptr + offs, result, mask=valid)
@@ -167,57 +158,33 @@ def _group_find_kernel(
             tl.atomic_add(misses_ptr + table, (hit == 0).to(tl.int64), mask=valid)
 
 
-def group_find(
-    indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, table_buckets: torch.Tensor, table_base: torch.Tensor,
+def find(
+    keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, maps: BucketTensors,
     table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
     clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One kernel for a whole TBE batch over tables sharing slot arrays: (slot, bucket) per index (see ``torch_ops.group_find``)."""
-    n = indices.numel()
-    slots = torch.empty(n, dtype=torch.int64, device=indices.device)
-    buckets = torch.empty(n, dtype=torch.int64, device=indices.device)
+    """One kernel for every key over tables sharing slot arrays: (slot, bucket) per key (see ``torch_ops.find``)."""
+    n = keys.numel()
+    slots = torch.empty(n, dtype=torch.int64, device=keys.device)
+    buckets = torch.empty(n, dtype=torch.int64, device=keys.device)
     if n == 0:
         return slots, buckets
-    tables = table_buckets.numel()
-    _group_find_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
-        indices, n, offsets, batch_size, tables, table_buckets, table_base,
+    tables = maps.num_buckets.numel()
+    mode = 1 if table is not None else 2 if offsets is not None else 0
+    _find_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
+        keys, n, keys if table is None else table, keys if offsets is None else offsets, batch_size, tables, *maps,
         table_keys, occupied.view(torch.uint8), table_scores, slots, buckets, clock, hits, misses,
         CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
-        SEARCH_STEPS=max(1, (tables - 1).bit_length()), TOUCH=touch, ADD_COUNTS=add_counts,
+        SEARCH_STEPS=max(1, (tables - 1).bit_length()), TABLES=mode, TOUCH=touch, ADD_COUNTS=add_counts,
     )
     return slots, buckets
 
 
-def find_slots(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, bucket_capacity: int) -> torch.Tensor:
-    """Slot of each key in its bucket (``buckets``), -1 where absent; ``table_keys``/``occupied`` are flat per slot."""
-    n = keys.numel()
-    out = torch.empty(n, dtype=torch.int64, device=keys.device)
-    if n == 0:
-        return out
-    chunk = min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity))
-    grid = (triton.cdiv(n, _FIND_BLOCK),)
-    _find_kernel[grid](
-        keys, buckets, table_keys, occupied.view(torch.uint8), out, n, out, out, 0, out, out,
-        CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=chunk, TOUCH=False, ADD_COUNTS=False,
-    )
-    return out
-
-
-def find_and_touch(
-    keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor,
-    bucket_capacity: int, counts: torch.Tensor, clock: int, add_counts: bool, hits: torch.Tensor, misses: torch.Tensor,
-) -> torch.Tensor:
-    """``find_slots`` that also refreshes found slots' scores and counts hits and misses, in the same kernel."""
-    n = keys.numel()
-    out = torch.empty(n, dtype=torch.int64, device=keys.device)
-    if n == 0:
-        return out
-    chunk = min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity))
-    _find_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
-        keys, buckets, table_keys, occupied.view(torch.uint8), out, n, table_scores, counts, clock, hits, misses,
-        CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=chunk, TOUCH=True, ADD_COUNTS=add_counts,
-    )
-    return out
+@triton.jit
+def _row_pointers(device_ptr, host_ptr, stride, split, spare, slot):
+    """Where each slot's row starts: rows below ``split`` in device memory, the rest in host memory; -1: the spare."""
+    row = tl.where(slot >= 0, slot, spare).to(tl.int64)
+    return tl.where(row < split, device_ptr + row * stride, host_ptr + (row - split) * stride)
 
 
 @triton.jit
@@ -250,7 +217,7 @@ def _apply_optimizer(row_ptr, g, mask, cols, lr, eps, beta1, beta2, weight_decay
 
 @triton.jit(do_not_specialize=["n"])
 def _segment_update_kernel(
-    grad_ptr, grad_stride, order_ptr, slot_ptr, n, rows_ptr, row_stride, spare, head_ptr, tail_ptr,
+    grad_ptr, grad_stride, order_ptr, slot_ptr, n, device_ptr, host_ptr, row_stride, split, spare, head_ptr, tail_ptr,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, OPT: tl.constexpr,
 ):
@@ -274,9 +241,9 @@ def _segment_update_kernel(
     sums = tl.dot(same, g, input_precision="ieee")
     starts = valid & (slot != before)
     inside = starts & (slot != prev) & (slot != after)
-    target = tl.where(slot >= 0, slot, spare).to(tl.int64)
+    row = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, slot)
     mask = inside[:, None] & cmask[None, :]
-    _apply_optimizer(rows_ptr + target[:, None] * row_stride, sums, mask, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
+    _apply_optimizer(row[:, None], sums, mask, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
     slot_first = tl.load(slot_ptr + first)
     if slot_first == prev:
         tl.store(head_ptr + b * DIM + cols, tl.sum(tl.where((lane == 0)[:, None], sums, 0.0), axis=0), mask=cmask)
@@ -287,7 +254,7 @@ def _segment_update_kernel(
 
 @triton.jit(do_not_specialize=["n"])
 def _crossing_update_kernel(
-    slot_ptr, n, rows_ptr, row_stride, spare, head_ptr, tail_ptr,
+    slot_ptr, n, device_ptr, host_ptr, row_stride, split, spare, head_ptr, tail_ptr,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, OPT: tl.constexpr,
 ):
@@ -310,20 +277,19 @@ def _crossing_update_kernel(
                 if going:
                     going = tl.load(slot_ptr + ahead) == slot_last
                 k += 1
-            target = tl.where(slot_last >= 0, slot_last, spare).to(tl.int64)
-            row = tl.zeros([2], dtype=tl.int64) + target
+            row = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, tl.zeros([2], dtype=tl.int64) + slot_last)
             one = tl.arange(0, 2) == 0  # a two-row tile whose second row is masked off
             g = tl.where(one[:, None], acc[None, :], 0.0)
             mask = one[:, None] & cmask[None, :]
-            _apply_optimizer(rows_ptr + row[:, None] * row_stride, g, mask, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
+            _apply_optimizer(row[:, None], g, mask, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
 
 
 def reduce_and_update(
-    optimizer: EmbOptimType, rows: torch.Tensor, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
+    optimizer: EmbOptimType, parts: RowParts, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
     params: OptimizerParams, step: int,
 ) -> None:
-    """In place on ``rows`` ``[capacity + 1, dim + state]``: position ``j`` carries the gradient row
-    ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (equal slots adjacent; -1: the spare last row);
+    """In place on the rows ``[dim + state]`` of ``parts``: position ``j`` carries the gradient row
+    ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (equal slots adjacent; -1: the spare row);
     each id's rows are summed and its row stepped once. No host sync: blocks of ``_SEGMENT_BLOCK`` positions
     step the ids inside them, a second kernel the ids that cross block edges (hot ids span many)."""
     n = grouped_slots.numel()
@@ -331,17 +297,17 @@ def reduce_and_update(
         return
     dim = index_grads.shape[1]
     blocks = triton.cdiv(n, _SEGMENT_BLOCK)
-    head = torch.empty(blocks, dim, dtype=torch.float32, device=rows.device)
-    tail = torch.empty(blocks, dim, dtype=torch.float32, device=rows.device)
-    spare = rows.shape[0] - 1
+    head = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
+    tail = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
+    rows = (parts.device, parts.host, parts.width, parts.split, parts.spare)
     hyper = _hyper_parameters(params, step)
     meta = dict(DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), P=_SEGMENT_BLOCK, OPT=_OPTIMIZER_CODE[optimizer])
     _segment_update_kernel[(blocks,)](
-        index_grads, index_grads.stride(0), order, grouped_slots, n, rows, rows.stride(0), spare, head, tail, *hyper, **meta,
+        index_grads, index_grads.stride(0), order, grouped_slots, n, *rows, head, tail, *hyper, **meta,
         num_warps=_SEGMENT_WARPS,
     )
     try:
-        _crossing_update_kernel[(blocks,)](grouped_slots, n, rows, rows.stride(0), spare, head, tail, *hyper, **meta)
+        _crossing_update_kernel[(blocks,)](grouped_slots, n, *rows, head, tail, *hyper, **meta)
     except Exception as error:
         raise PartialUpdateError(f"the first kernel already stepped the ids inside blocks: {error}") from error
 
@@ -353,26 +319,95 @@ def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
     )
 
 
-@triton.jit(do_not_specialize=["n"])
-def _gather_kernel(source_ptr, source_stride, index_ptr, out_ptr, n, DIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr):
+@triton.jit(do_not_specialize=["n", "split", "spare"])
+def _gather_kernel(
+    device_ptr, host_ptr, stride, split, spare, slot_ptr, out_ptr, n, DIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr,
+):
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     valid = rows < n
-    index = tl.load(index_ptr + rows, mask=valid, other=0)
+    source = _row_pointers(device_ptr, host_ptr, stride, split, spare, tl.load(slot_ptr + rows, mask=valid, other=0))
     cols = tl.arange(0, BLOCK_D)
     mask = valid[:, None] & (cols[None, :] < DIM)
-    values = tl.load(source_ptr + index[:, None] * source_stride + cols[None, :], mask=mask)
+    values = tl.load(source[:, None] + cols[None, :], mask=mask)
     tl.store(out_ptr + rows[:, None] * DIM + cols[None, :], values, mask=mask)
 
 
-def gather_rows(source: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``source[index]`` for a ``[rows, dim]`` source whose rows may be strided (the embedding columns of wider rows)."""
-    n, dim = index.numel(), source.shape[1]
-    out = torch.empty(n, dim, dtype=source.dtype, device=source.device)
+def gather_rows(parts: RowParts, slots: torch.Tensor, columns: int) -> torch.Tensor:
+    """``[len(slots), columns]``: the first ``columns`` of the row of each slot (the spare row for -1)."""
+    n = slots.numel()
+    out = torch.empty(n, columns, dtype=parts.device.dtype, device=slots.device)
     if n:
         _gather_kernel[(triton.cdiv(n, _GATHER_ROWS),)](
-            source, source.stride(0), index, out, n, DIM=dim, BLOCK_D=triton.next_power_of_2(dim), ROWS=_GATHER_ROWS,
+            parts.device, parts.host, parts.width, parts.split, parts.spare, slots, out, n,
+            DIM=columns, BLOCK_D=triton.next_power_of_2(columns), ROWS=_GATHER_ROWS,
         )
     return out
+
+
+@triton.jit
+def _maximum(a, b):
+    return tl.maximum(a, b)
+
+
+@triton.jit(do_not_specialize=["n", "split", "spare"])
+def _gather_unique_kernel(
+    device_ptr, host_ptr, stride, split, spare, sorted_ptr, order_ptr, out_ptr, n,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr,
+):
+    """One block of ``P`` sorted positions: each distinct slot's row is read once (by its first position in
+    the block) and handed to the block's other positions of the same slot, then written to their indices."""
+    first = tl.program_id(0).to(tl.int64) * P
+    lane = tl.arange(0, P)
+    pos = first + lane
+    valid = pos < n
+    slot = tl.load(sorted_ptr + pos, mask=valid, other=-2)
+    before = tl.load(sorted_ptr + pos - 1, mask=valid & (lane > 0), other=-3)
+    leads = valid & (slot != before)  # the block's first position always reads
+    cols = tl.arange(0, BLOCK_D)
+    cmask = cols < DIM
+    source = _row_pointers(device_ptr, host_ptr, stride, split, spare, slot)
+    values = tl.load(source[:, None] + cols[None, :], mask=leads[:, None] & cmask[None, :], other=0.0)
+    # Equal slots are adjacent: a position's reader is the last leading lane at or before it.
+    reader = tl.associative_scan(tl.where(leads, lane, 0), 0, _maximum)
+    values = tl.gather(values, tl.broadcast_to(reader[:, None], [P, BLOCK_D]), 0)
+    index = tl.load(order_ptr + pos, mask=valid, other=0)
+    tl.store(out_ptr + index[:, None] * DIM + cols[None, :], values, mask=valid[:, None] & cmask[None, :])
+
+
+def gather_unique(parts: RowParts, sorted_slots: torch.Tensor, order: torch.Tensor, columns: int) -> torch.Tensor:
+    """``gather_rows`` of the slots ``sorted_slots[j]`` of indices ``order[j]``, into index order, reading
+    each distinct row once per block of ``_UNIQUE_BLOCK`` positions (see ``torch_ops.gather_unique``)."""
+    n = sorted_slots.numel()
+    out = torch.empty(n, columns, dtype=parts.device.dtype, device=sorted_slots.device)
+    if n:
+        _gather_unique_kernel[(triton.cdiv(n, _UNIQUE_BLOCK),)](
+            parts.device, parts.host, parts.width, parts.split, parts.spare, sorted_slots, order, out, n,
+            DIM=columns, BLOCK_D=max(16, triton.next_power_of_2(columns)), P=_UNIQUE_BLOCK,
+        )
+    return out
+
+
+@triton.jit(do_not_specialize=["n", "split", "spare"])
+def _scatter_kernel(
+    device_ptr, host_ptr, stride, split, spare, slot_ptr, values_ptr, n, DIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr,
+):
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    valid = rows < n
+    target = _row_pointers(device_ptr, host_ptr, stride, split, spare, tl.load(slot_ptr + rows, mask=valid, other=0))
+    cols = tl.arange(0, BLOCK_D)
+    mask = valid[:, None] & (cols[None, :] < DIM)
+    tl.store(target[:, None] + cols[None, :], tl.load(values_ptr + rows[:, None] * DIM + cols[None, :], mask=mask), mask=mask)
+
+
+def scatter_rows(parts: RowParts, slots: torch.Tensor, values: torch.Tensor) -> None:
+    """Write full rows ``values`` (``[len(slots), width]``, contiguous) at each slot's row (the spare row for -1)."""
+    n = slots.numel()
+    if n:
+        width = parts.width
+        _scatter_kernel[(triton.cdiv(n, _GATHER_ROWS),)](
+            parts.device, parts.host, width, parts.split, parts.spare, slots, values.contiguous(), n,
+            DIM=width, BLOCK_D=triton.next_power_of_2(width), ROWS=_GATHER_ROWS,
+        )
 
 
 @triton.jit
@@ -418,28 +453,9 @@ def _mix64(x):
 
 
 @triton.jit(do_not_specialize=["n"])
-def _bucket_kernel(keys_ptr, out_ptr, n, num_buckets, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    valid = offs < n
-    keys = tl.load(keys_ptr + offs, mask=valid, other=0).to(tl.uint64, bitcast=True)
-    mixed = _mix64(keys).to(tl.int64, bitcast=True)
-    bucket = mixed % num_buckets
-    bucket = tl.where(bucket < 0, bucket + num_buckets, bucket)  # torch.remainder's sign
-    tl.store(out_ptr + offs, bucket, mask=valid)
-
-
-def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
-    """Bucket in ``[0, num_buckets)`` of each key, bit for bit ``dynemb.hashing.bucket_of``."""
-    n = keys.numel()
-    out = torch.empty(n, dtype=torch.int64, device=keys.device)
-    if n:
-        _bucket_kernel[(triton.cdiv(n, _ELEMENT_BLOCK),)](keys, out, n, num_buckets, BLOCK=_ELEMENT_BLOCK)
-    return out
-
-
-@triton.jit(do_not_specialize=["n"])
 def _uniform_kernel(
-    keys_ptr, out_ptr, n, seed_word, seed_ptr, lower, scale, DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr, SEED_PER_KEY: tl.constexpr,
+    keys_ptr, out_ptr, n, seed_word, seed_ptr, lower, span, lower_ptr, span_ptr,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_K: tl.constexpr, SEED_PER_KEY: tl.constexpr, BOUNDS_PER_KEY: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     cols = tl.arange(0, BLOCK_D)
@@ -454,20 +470,29 @@ def _uniform_kernel(
     word = (bits >> 40) & 0xFFFFFF
     uniform = (word.to(tl.float32) + 0.5) * (1.0 / 16777216.0)
     mask = valid[:, None] & (cols[None, :] < DIM)
-    tl.store(out_ptr + rows.to(tl.int64)[:, None] * DIM + cols[None, :], lower + scale * uniform, mask=mask)
+    if BOUNDS_PER_KEY:
+        value = tl.load(lower_ptr + rows, mask=valid, other=0.0)[:, None] + tl.load(span_ptr + rows, mask=valid, other=0.0)[:, None] * uniform
+    else:
+        value = lower + span * uniform
+    tl.store(out_ptr + rows.to(tl.int64)[:, None] * DIM + cols[None, :], value, mask=mask)
 
 
-def uniform_rows(keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float, upper: float) -> torch.Tensor:
-    """``[len(keys), dim]`` float32 uniform in (lower, upper), the values of ``torch_ops.uniform_rows``."""
+def uniform_rows(
+    keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float | torch.Tensor, span: float | torch.Tensor,
+) -> torch.Tensor:
+    """``[len(keys), dim]`` float32 uniform in (lower, lower + span), the values of ``torch_ops.uniform_rows``."""
     n = keys.numel()
     out = torch.empty(n, dim, dtype=torch.float32, device=keys.device)
     if n:
         per_key = isinstance(seed_words, torch.Tensor)
         word, seeds = (0, seed_words) if per_key else (seed_words, keys)
+        bounds_per_key = isinstance(lower, torch.Tensor)
+        low, width, lows, widths = (0.0, 0.0, lower, span) if bounds_per_key else (lower, span, out, out)
         block_d = triton.next_power_of_2(dim)
         block_k = max(1, min(64, 4096 // block_d))
         _uniform_kernel[(triton.cdiv(n, block_k),)](
-            keys, out, n, word, seeds, lower, upper - lower, DIM=dim, BLOCK_D=block_d, BLOCK_K=block_k, SEED_PER_KEY=per_key,
+            keys, out, n, word, seeds, low, width, lows, widths,
+            DIM=dim, BLOCK_D=block_d, BLOCK_K=block_k, SEED_PER_KEY=per_key, BOUNDS_PER_KEY=bounds_per_key,
         )
     return out
 
