@@ -7,6 +7,12 @@ system's benchmark):
 - ``sgd-caching`` / ``adam-caching``: a device cache of ``footprint x ratio`` rows per
   table (footprint = distinct ids of the whole run) over host storage; TBE with
   MANAGED_CACHING and the same share of rows cached.
+- ``sgd-hybrid`` / ``adam-hybrid``: 10% of each table's rows in device memory, the
+  rest in host memory (the suite's no_caching); ``sgd-host`` / ``adam-host``: every
+  row in host memory (no_hbm). TBE with MANAGED (unified memory), as the suite.
+  For these the script also prints the host-row bytes a step moves, over the
+  step's time, beside the measured pinned host-to-device and device-to-host copy
+  peaks: how far the step is from the link's limit.
 
 Both libraries run in the same process on the same pre-generated batches; each
 config prints dyn and TBE ms side by side and their ratio (dyn / TBE). Each module
@@ -38,12 +44,14 @@ from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOpt
 from embprof.atomic import write_json
 
 ROW_FLOATS = {EmbOptimType.EXACT_SGD: 1, EmbOptimType.ADAM: 3}
+HYBRID_DEVICE_SHARE = 0.1  # as the benchmark suite's no_caching
 CONFIGS = {
-    "sgd-gpu": (EmbOptimType.EXACT_SGD, False),
-    "adam-gpu": (EmbOptimType.ADAM, False),
-    "sgd-caching": (EmbOptimType.EXACT_SGD, True),
-    "adam-caching": (EmbOptimType.ADAM, True),
+    f"{name}-{storage}": (optimizer, storage)
+    for storage in ("gpu", "caching", "hybrid", "host")
+    for name, optimizer in (("sgd", EmbOptimType.EXACT_SGD), ("adam", EmbOptimType.ADAM))
 }
+OFF_DEVICE = ("hybrid", "host")
+COPY_BYTES = 1 << 30
 
 
 @dataclass(frozen=True)
@@ -84,21 +92,28 @@ def footprint(work: Workload, batches: list[tuple[torch.Tensor, torch.Tensor]]) 
     return [int(torch.unique(ids).numel()) for ids in per_table]
 
 
-def build_dyn(work: Workload, optimizer: EmbOptimType, caching: bool, unique: list[int]) -> BatchedDynamicEmbeddingTables:
+def device_rows(work: Workload, storage: str, unique: list[int]) -> list[int | None]:
+    """Rows of each table in device memory (None: all)."""
+    return {
+        "gpu": [None] * work.tables,
+        "caching": [int(u * work.cache_ratio) for u in unique],
+        "hybrid": [int(work.rows * HYBRID_DEVICE_SHARE)] * work.tables,
+        "host": [0] * work.tables,
+    }[storage]
+
+
+def build_dyn(work: Workload, optimizer: EmbOptimType, storage: str, unique: list[int]) -> BatchedDynamicEmbeddingTables:
     row_bytes = work.dim * ROW_FLOATS[optimizer] * 4
     options = [
         DynamicEmbTableOptions(
-            dim=work.dim,
-            max_capacity=work.rows,
-            local_hbm_for_values=int(unique[t] * work.cache_ratio) * row_bytes if caching else None,
-            caching=caching,
+            dim=work.dim, max_capacity=work.rows, local_hbm_for_values=None if rows is None else rows * row_bytes, caching=storage == "caching",
         )
-        for t in range(work.tables)
+        for rows in device_rows(work, storage, unique)
     ]
     return BatchedDynamicEmbeddingTables(options, optimizer, PoolingMode.NONE, device=work.device, learning_rate=0.01)
 
 
-def build_tbe(work: Workload, optimizer: EmbOptimType, caching: bool, unique: list[int]) -> torch.nn.Module | None:
+def build_tbe(work: Workload, optimizer: EmbOptimType, storage: str, unique: list[int]) -> torch.nn.Module | None:
     """FBGEMM's TBE on the same shapes, or None where it cannot run here."""
     try:
         from fbgemm_gpu.split_embedding_configs import EmbOptimType as TbeOptim
@@ -117,7 +132,7 @@ def build_tbe(work: Workload, optimizer: EmbOptimType, caching: bool, unique: li
     if not on_gpu and optimizer is EmbOptimType.ADAM:
         return None  # TBE's CPU kernels have no ADAM
     if on_gpu:
-        location = EmbeddingLocation.MANAGED_CACHING if caching else EmbeddingLocation.DEVICE
+        location = {"gpu": EmbeddingLocation.DEVICE, "caching": EmbeddingLocation.MANAGED_CACHING}.get(storage, EmbeddingLocation.MANAGED)
         compute = ComputeDevice.CUDA
     else:
         location, compute = EmbeddingLocation.HOST, ComputeDevice.CPU
@@ -194,6 +209,33 @@ def measure(module: torch.nn.Module, work: Workload, batches: list[tuple[torch.T
     return first_pass, timer.mean_ms("forward"), timer.mean_ms("backward")
 
 
+def copy_peaks(device: torch.device) -> dict[str, float] | None:
+    """Best of five pinned copies of ``COPY_BYTES`` each way, in GB/s (10^9 bytes), or None off CUDA."""
+    if device.type != "cuda":
+        return None
+    host = torch.empty(COPY_BYTES, dtype=torch.uint8).pin_memory()
+    on_device = torch.empty(COPY_BYTES, dtype=torch.uint8, device=device)
+    peaks = {}
+    for name, (target, source) in {"h2d_gbps": (on_device, host), "d2h_gbps": (host, on_device)}.items():
+        best = float("inf")
+        for _ in range(5):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            target.copy_(source, non_blocking=True)
+            stop.record()
+            torch.cuda.synchronize()
+            best = min(best, start.elapsed_time(stop))
+        peaks[name] = COPY_BYTES / (best * 1e6)
+    return peaks
+
+
+def host_traffic(module: BatchedDynamicEmbeddingTables, work: Workload, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[float, float]:
+    """Mean (read, written) host-row bytes of the timed iterations' batches, for the rows as training left them."""
+    steps = [batches[step % len(batches)] for step in range(work.warmup, work.warmup + work.iterations)]
+    totals = [module.host_traffic(ids, offsets) for ids, offsets in steps]
+    return sum(r for r, _ in totals) / len(totals), sum(w for _, w in totals) / len(totals)
+
+
 def run(work: Workload, names: list[str]) -> list[dict]:
     batches = make_batches(work)
     unique = footprint(work, batches)
@@ -204,14 +246,15 @@ def run(work: Workload, names: list[str]) -> list[dict]:
     print(header)
     records = []
     for name in names:
-        optimizer, caching = CONFIGS[name]
-        prime(functools.partial(build_dyn, work, optimizer, caching, unique), work, batches)
-        dyn = build_dyn(work, optimizer, caching, unique)
+        optimizer, storage = CONFIGS[name]
+        prime(functools.partial(build_dyn, work, optimizer, storage, unique), work, batches)
+        dyn = build_dyn(work, optimizer, storage, unique)
         dyn_first, dyn_fwd, dyn_bwd = measure(dyn, work, batches)
         mode = dyn.storage_mode(0).value
+        traffic = host_traffic(dyn, work, batches) if storage in OFF_DEVICE else None
         del dyn
-        prime(functools.partial(build_tbe, work, optimizer, caching, unique), work, batches)
-        tbe = build_tbe(work, optimizer, caching, unique)
+        prime(functools.partial(build_tbe, work, optimizer, storage, unique), work, batches)
+        tbe = build_tbe(work, optimizer, storage, unique)
         tbe_first = tbe_fwd = tbe_bwd = None
         if tbe is not None:
             tbe_first, tbe_fwd, tbe_bwd = measure(tbe, work, batches)
@@ -220,9 +263,27 @@ def run(work: Workload, names: list[str]) -> list[dict]:
             torch.cuda.empty_cache()
         record = dict(config=name, storage_mode=mode, dyn_forward_ms=dyn_fwd, dyn_backward_ms=dyn_bwd,
                       tbe_forward_ms=tbe_fwd, tbe_backward_ms=tbe_bwd, dyn_first_pass_ms=dyn_first, tbe_first_pass_ms=tbe_first)
+        if traffic is not None:
+            record.update(host_read_bytes_per_iter=traffic[0], host_written_bytes_per_iter=traffic[1])
         records.append(record)
         print(format_row(record))
     return records
+
+
+def print_link(records: list[dict], peaks: dict[str, float] | None) -> None:
+    """Host-row bytes per step over the step's time, beside the link's measured copy peaks."""
+    rows = [r for r in records if "host_read_bytes_per_iter" in r]
+    if not rows:
+        return
+    peak = "n/a" if peaks is None else f"pinned copy peaks: host-to-device {peaks['h2d_gbps']:.1f} GB/s, device-to-host {peaks['d2h_gbps']:.1f} GB/s"
+    print(f"\nhost rows moved per training step ({peak})")
+    print(f"{'config':<14}{'read MB':>10}{'write MB':>10}{'train ms':>10}{'read GB/s':>11}{'write GB/s':>11}{'of h2d':>8}")
+    for r in rows:
+        train = r["dyn_forward_ms"] + r["dyn_backward_ms"]
+        read, written = r["host_read_bytes_per_iter"] / (train * 1e6), r["host_written_bytes_per_iter"] / (train * 1e6)
+        share = f"{read / peaks['h2d_gbps']:8.0%}" if peaks else f"{'n/a':>8}"
+        print(f"{r['config']:<14}{r['host_read_bytes_per_iter'] / 1e6:10.1f}{r['host_written_bytes_per_iter'] / 1e6:10.1f}{train:10.3f}"
+              f"{read:11.1f}{written:11.1f}{share}")
 
 
 def format_row(record: dict) -> str:
@@ -242,9 +303,9 @@ def format_row(record: dict) -> str:
             f"{ratio(record['dyn_first_pass_ms'], record['tbe_first_pass_ms'], 8)}")
 
 
-def write_results(path: str, work: Workload, records: list[dict]) -> None:
+def write_results(path: str, work: Workload, records: list[dict], peaks: dict[str, float] | None) -> None:
     payload = {"workload": {k: (str(v) if isinstance(v, torch.device) else v) for k, v in work.__dict__.items()},
-               "gpu": torch.cuda.get_device_name() if work.device.type == "cuda" else None, "results": records}
+               "gpu": torch.cuda.get_device_name() if work.device.type == "cuda" else None, "copy_peaks": peaks, "results": records}
     write_json(path, payload)
 
 
@@ -292,8 +353,10 @@ def main(argv: list[str]) -> int:
         return 2
     work = Workload(args.tables, args.rows, args.batch, args.dim, args.alpha, args.iterations, args.warmup, args.cache_ratio, device)
     records = run(work, names)
+    peaks = copy_peaks(device) if any(CONFIGS[name][1] in OFF_DEVICE for name in names) else None
+    print_link(records, peaks)
     if args.json:
-        write_results(args.json, work, records)
+        write_results(args.json, work, records, peaks)
     return 0
 
 

@@ -32,6 +32,19 @@ def test_toy_run_times_first_pass_and_steady_state(tmp_path: Path) -> None:
     assert adam["tbe_first_pass_ms"] is None  # TBE has no ADAM on the CPU
 
 
+def test_off_device_configs_report_host_row_traffic(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    done = run(*TOY, "--configs", "sgd-hybrid,adam-host", "--json", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "host rows moved per training step" in done.stdout
+    hybrid, host = json.loads(out.read_text())["results"]
+    assert (hybrid["storage_mode"], host["storage_mode"]) == ("hybrid", "host")
+    # Every distinct id of a batch is in host memory: its embedding read in forward, its whole row read and
+    # written in backward (ADAM's rows are three times the embedding).
+    assert host["host_read_bytes_per_iter"] == pytest.approx(host["host_written_bytes_per_iter"] * 4 / 3)
+    assert 0 < hybrid["host_read_bytes_per_iter"] == pytest.approx(hybrid["host_written_bytes_per_iter"] * 2)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -114,6 +114,11 @@ class Engine:
         for (group, _), (plan, placement) in zip(self.groups, plans, strict=True):
             group.apply_gradients(plan, placement.take(grad_output).contiguous(), self.pooling, self.step)
 
+    def host_traffic(self, indices: torch.Tensor, layout: BatchLayout) -> tuple[int, int]:
+        """(read, written) bytes of host rows a training step of this batch moves (``TableGroup.host_traffic``)."""
+        totals = [group.host_traffic(self._part(indices, layout, g, tables)[0]) for g, (group, tables) in enumerate(self.groups)]
+        return sum(read for read, _ in totals), sum(written for _, written in totals)
+
     def member(self, table: int) -> Member:
         return self.members[table]
 

@@ -328,6 +328,17 @@ class TableGroup:
                     stored, order = torch.sort(stored)
                     self.storage.rows.reduce_and_update(self.optimizer, stored, order, index_grads[outside], self.params, step)
 
+    def host_traffic(self, batch: GroupBatch) -> tuple[int, int]:
+        """Bytes a training step of ``batch`` reads from and writes to host memory for the rows stored now
+        (forward reads each distinct host row's embedding, backward reads and writes its whole row). The
+        first tier only: a cache's misses and write-backs depend on what the step evicts."""
+        rows = self.front.rows
+        if rows.device_only:
+            return 0, 0
+        slots, _ = self.front.index.find_batch(batch.indices, batch.offsets, batch.batch_size)
+        host = int(torch.unique(slots[slots >= rows.split]).numel())
+        return host * (self.dim + self.width) * 4, host * self.width * 4
+
     # --- one table at a time: export, load, sizes --------------------------------------------------------
 
     def _tables(self, table: int, count: int) -> torch.Tensor:

@@ -82,6 +82,12 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         with emit_range("dynamicemb_prefetch"):
             self.engine.prefetch(indices, layout)
 
+    def host_traffic(self, indices: torch.Tensor, offsets: torch.Tensor) -> tuple[int, int]:
+        """(read, written) bytes of host-resident rows a training step of this batch would move between host and
+        device memory, for the ids stored now: each distinct host row's embedding in forward, its whole row
+        (with optimizer state) read and written in backward. A cache's misses and write-backs are not counted."""
+        return self.engine.host_traffic(indices, check_batch(indices, offsets, self.num_tables, self.device))
+
     def storage_mode(self, table: int) -> StorageMode:
         self._table(table)
         return self.engine.storage_mode(table)

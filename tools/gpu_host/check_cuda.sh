@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
-# On the GPU host, after install.sh: the checks CI cannot make. Writes logs and
-# results into OUTDIR (default ./gpu-check): the library's tests on CUDA with the
-# Triton kernels and with the torch path, the tables' speed against FBGEMM TBE at
-# seed size on both paths, the per-op view of both paths, and the workflow's
-# `measure` target on two smoke configs with nsys.
+# On the GPU host, after install.sh: the checks and measurements CI cannot make.
+#   tools/gpu_host/check_cuda.sh OUTDIR [STEP...]
+# Writes one log per step into OUTDIR (default ./gpu-check), and the steps' records:
+#   tests          the library's tests on CUDA with the Triton kernels
+#   tests_torch    the same with the torch path (DYNEMB_KERNELS=torch)
+#   bench_tables   the tables against FBGEMM TBE at seed size, every storage mode -> bench_tables.json
+#   bench_ops      the per-op view of the HBM tables (bench_table_ops.py)
+#   suite          the benchmark suite at the seed preset, 16M rows off the GPU, timing only,
+#                  all 10 configs in one run -> suite.json (the records as the suite writes them)
+#   profile        the workflow's per-op CSVs (nsys) of the configs in PROFILE_LABELS
+#                  (default: sgd no_caching and adam no_hbm) -> results-profile.tgz
+# With no STEP, all of them in this order. A step's failure is reported and the others still run.
 set -uo pipefail
 out=${1:-gpu-check}
+shift || true
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(tests tests_torch bench_tables bench_ops suite profile)
 mkdir -p "$out"
 source "${SITE:-/tmp/embprof-site}/env.sh"
 export PYTHONUNBUFFERED=1
@@ -15,17 +25,27 @@ step() {  # step NAME CMD...: run, log to $out/NAME.log, remember a failure
     echo "== $name: $*"
     local t0=$SECONDS
     "$@" > "$out/$name.log" 2>&1; local rc=$?
-    echo "   rc=$rc in $((SECONDS - t0)) s"; grep -v -E "^\s*$|WARNING|_fbgemm_torch_compat|cannot determine|\[0m|\[33m" "$out/$name.log" | tail -n 12
+    echo "   rc=$rc in $((SECONDS - t0)) s"; grep -v -E "^\s*$|WARNING|_fbgemm_torch_compat|cannot determine|\[0m|\[33m" "$out/$name.log" | tail -n 14
     [ $rc -eq 0 ] || status=1
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > "$out/gpu.txt"
 tests=(python3 -m pytest -q -p no:cacheprovider -o timeout=0 tests/ -k "dynemb or embedding_collection" -x)
-step tests_triton "${tests[@]}"
-step tests_torch env DYNEMB_KERNELS=torch "${tests[@]}"
-step bench_tables_triton python3 benchmarks/bench_tables.py --json "$out/bench_tables_triton.json"
-step bench_tables_torch env DYNEMB_KERNELS=torch python3 benchmarks/bench_tables.py --json "$out/bench_tables_torch.json"
-step bench_table_ops_sgd python3 benchmarks/bench_table_ops.py --optimizer sgd --iterations 20
-step workflow_smoke_nsys python3 -m snakemake measure --cores "$(nproc)" --set-threads profile="$(nproc)" \
-    --config preset=smoke profiler=nsys "nsys=$NSYS" "labels=[_sgd_gpu_,_sgd_caching_pool=none_cap=4K_cfr=1.0]"
-tar czf "$out/results-smoke-nsys.tgz" --exclude='results/traces' results 2>/dev/null
+labels=${PROFILE_LABELS:-T10_totalB1048570_D128_sgd_no_caching_pool=none_cap=1638K T10_totalB1048570_D128_adam_no_hbm_pool=none_cap=1638K}
+for name in "${steps[@]}"; do
+    case $name in
+        tests) step tests "${tests[@]}" ;;
+        tests_torch) step tests_torch env DYNEMB_KERNELS=torch "${tests[@]}" ;;
+        bench_tables) step bench_tables python3 benchmarks/bench_tables.py --json "$out/bench_tables.json" ;;
+        bench_ops) step bench_ops python3 benchmarks/bench_table_ops.py --optimizer sgd --iterations 20 ;;
+        suite) step suite python3 -m pytest benchmark/benchmark_batched_dynamicemb_tables.py -q -p no:cacheprovider -o timeout=0 \
+                   --preset seed --total-cap 16777216 --results-file "$out/suite.json" ;;
+        profile)
+            targets=()
+            for label in $labels; do targets+=("results/opcalls/opcalls__$label.csv"); done
+            step profile python3 -m snakemake "${targets[@]}" --cores "$(nproc)" --set-threads profile="$(nproc)" \
+                --configfile examples/h200/config.yaml --config "nsys=$NSYS"
+            tar czf "$out/results-profile.tgz" --exclude='results/traces' --exclude='results/sqlite' results 2>/dev/null ;;
+        *) echo "check_cuda: unknown step $name" >&2; status=1 ;;
+    esac
+done
 exit $status

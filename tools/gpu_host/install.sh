@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# Run ON the offline GPU host, from the repository root, after fetch_offline.sh's folder
-# (default .devcarry/) has been copied there. Installs, without network and without touching
-# the host's own PyTorch:
-#   - the wheels into SITE (default /tmp/embprof-site), to be put on PYTHONPATH;
-#   - fbgemm-gpu, re-joined from its parts;
+# Run ON the offline GPU host, from the repository root, after fetch_offline.sh's parts
+# have been copied there into one folder PARTS (default .devcarry/parts; the p_partNN
+# folders or their partNN files). Installs, without network and without touching the
+# host's own PyTorch:
+#   - fbgemm-gpu (its unpacked wheel) and the wheels into SITE (default /tmp/embprof-site), for PYTHONPATH;
 #   - libdw/libelf unpacked under SITE/sys, for the nsys bundled with Nsight Compute.
-# Then prints the lines to `source` (env.sh under SITE does the same).
+# Then writes SITE/env.sh, the lines to `source` before running anything.
 set -euo pipefail
-src=${1:-.devcarry}
+parts=${1:-.devcarry/parts}
 site=${SITE:-/tmp/embprof-site}
 mkdir -p "$site/sys"
 pip=(python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site")
-
-if [ -d "$src/fbgparts" ] && ls "$src"/fbgparts/p_part*/part* >/dev/null 2>&1; then
-    name=$(cat "$src/fbgparts/WHEEL_NAME" 2>/dev/null || echo fbgemm_gpu-1.6.0-cp312-cp312-manylinux_2_28_x86_64.whl)
-    cat "$src"/fbgparts/p_part*/part* > "/tmp/$name"
-    "${pip[@]}" "/tmp/$name"
-    rm -f "/tmp/$name"
-fi
-[ -d "$src/whl" ] && "${pip[@]}" "$src"/whl/*.whl
-for deb in "$src"/debs/*.deb; do dpkg -x "$deb" "$site/sys"; done
+payload=$(mktemp -d)
+trap 'rm -rf "$payload"' EXIT
+files=$(find "$parts" -type f -name 'part[0-9]*' | sort)
+[ -n "$files" ] || { echo "install: no parts under $parts" >&2; exit 1; }
+# shellcheck disable=SC2086
+cat $files | tar xf - -C "$payload"
+python3 - "$payload/fbgemm.tar.xz" "$site" <<'PY'
+import sys, tarfile
+with tarfile.open(sys.argv[1], "r:xz") as archive:
+    archive.extractall(sys.argv[2], filter="data")
+PY
+"${pip[@]}" "$payload"/whl/*.whl
+for deb in "$payload"/debs/*.deb; do dpkg -x "$deb" "$site/sys"; done
 
 nsys=${NSYS:-$(command -v nsys || ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | tail -n 1)}
 cat > "$site/env.sh" <<ENV
