@@ -285,22 +285,25 @@ def test_row_gathers_and_scatter_match_torch_wherever_rows_live(split: int) -> N
 
 
 TRAINING_CASES = [
-    (optimizer, pooling, caching)
+    (optimizer, pooling, storage)
     for optimizer in (EmbOptimType.EXACT_SGD, EmbOptimType.ADAM, EmbOptimType.EXACT_ROWWISE_ADAGRAD)
     for pooling in (PoolingMode.NONE, PoolingMode.MEAN)
-    for caching in (False, True)
+    for storage in ("gpu", "caching", "hybrid", "host")
 ]
-# The interpreter runs each program in Python: three cases cover every step there.
+# The interpreter runs each program in Python: four cases cover every step there.
 INTERPRETED_CASES = [
-    (EmbOptimType.EXACT_SGD, PoolingMode.NONE, False),
-    (EmbOptimType.ADAM, PoolingMode.MEAN, True),
-    (EmbOptimType.EXACT_ROWWISE_ADAGRAD, PoolingMode.SUM, False),
+    (EmbOptimType.EXACT_SGD, PoolingMode.NONE, "gpu"),
+    (EmbOptimType.ADAM, PoolingMode.MEAN, "caching"),
+    (EmbOptimType.EXACT_ROWWISE_ADAGRAD, PoolingMode.SUM, "hybrid"),
+    (EmbOptimType.ADAM, PoolingMode.NONE, "host"),
 ]
+# Device rows per table of each storage mode (None: all); the tables hold 8192 rows, the batches some 2000 ids.
+DEVICE_ROWS = {"gpu": None, "caching": 150, "hybrid": 1024, "host": 0}
 
 
 @kernels_here
-@pytest.mark.parametrize(("optimizer", "pooling", "caching"), TRAINING_CASES if CUDA else INTERPRETED_CASES)
-def test_tables_train_the_same_with_kernels_and_torch(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, pooling: PoolingMode, caching: bool) -> None:
+@pytest.mark.parametrize(("optimizer", "pooling", "storage"), TRAINING_CASES if CUDA else INTERPRETED_CASES)
+def test_tables_train_the_same_with_kernels_and_torch(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, pooling: PoolingMode, storage: str) -> None:
     import dynemb.kernels as kernels
 
     if not CUDA:  # the tables send only CUDA tensors to Triton: let CPU tensors through to the interpreter
@@ -315,12 +318,14 @@ def test_tables_train_the_same_with_kernels_and_torch(monkeypatch: pytest.Monkey
     results = []
     for backend in ("torch", "triton"):
         monkeypatch.setenv("DYNEMB_KERNELS", backend)
-        hbm = 150 * 16 * 4 * 3 if caching else None  # a cache smaller than the ids seen: evictions
+        rows = DEVICE_ROWS[storage]  # a cache smaller than the ids seen: evictions
+        hbm = None if rows is None else rows * (16 + state_width(optimizer, 16)) * 4
         options = [
-            DynamicEmbTableOptions(dim=16, max_capacity=8192, bucket_capacity=64, caching=caching, local_hbm_for_values=hbm, seed=t)
+            DynamicEmbTableOptions(dim=16, max_capacity=8192, bucket_capacity=64, caching=storage == "caching", local_hbm_for_values=hbm, seed=t)
             for t in range(2)
         ]
         tables = BatchedDynamicEmbeddingTables(options, optimizer, pooling, device=DEVICE, learning_rate=0.1)
+        assert tables.storage_mode(0).value == storage
         for ids, offsets in batches:
             out = tables(ids, offsets)
             # Gradients kept away from zero: ADAM's m / sqrt(v) is ill-conditioned there, and
