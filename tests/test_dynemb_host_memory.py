@@ -41,7 +41,7 @@ def test_device_kernels_read_and_write_host_rows_in_place() -> None:
     torch.cuda.synchronize()
     torch.testing.assert_close(host[slots[:10].cpu()], rows[:10].cpu() + 1.0, rtol=0, atol=0)
     # Released with its last view: the memory can be registered again.
-    del view
+    del view, parts
     gc.collect()
     again = device_view(host, torch.device("cuda", 0))
     assert again is not None
