@@ -35,8 +35,9 @@ def mix64(x: torch.Tensor) -> torch.Tensor:
     return x ^ shift_right_logical(x, 31)
 
 
-def bucket_of(keys: torch.Tensor, num_buckets: int) -> torch.Tensor:
-    """Bucket index in ``[0, num_buckets)`` of each int64 key (negative keys too)."""
+def bucket_of(keys: torch.Tensor, num_buckets: int | torch.Tensor) -> torch.Tensor:
+    """Bucket index in ``[0, num_buckets)`` of each int64 key (negative keys too); ``num_buckets`` one count
+    or one per key (each key's table's)."""
     return torch.remainder(mix64(keys), num_buckets)
 
 

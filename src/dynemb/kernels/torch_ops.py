@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from dynemb.hashing import mix64, random_bits, uniform_open
+from dynemb.hashing import bucket_of, random_bits, uniform_open
 from dynemb.kernels.operands import BucketTensors, RowParts
 from dynemb.optimizers import OptimizerParams, update_rows
 from dynemb.options import EmbOptimType, PoolingMode
@@ -24,7 +24,7 @@ def table_buckets(keys: torch.Tensor, table: torch.Tensor, maps: BucketTensors) 
     """Bucket of each key of table ``table[i]`` in a ``BucketMap``'s slot arrays (``dynemb.hash_table``):
     ``mix64(key) mod num_buckets``, then the table's device range for local buckets below its
     ``device_buckets``, its host range for the rest."""
-    local = torch.remainder(mix64(keys), maps.num_buckets[table])
+    local = bucket_of(keys, maps.num_buckets[table])
     device_buckets = maps.device_buckets[table]
     return torch.where(local < device_buckets, maps.device_base[table] + local, maps.host_base[table] + local - device_buckets)
 
