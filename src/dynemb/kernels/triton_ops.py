@@ -320,16 +320,22 @@ def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
 
 
 @triton.jit(do_not_specialize=["n", "split", "spare"])
-def _gather_kernel(
-    device_ptr, host_ptr, stride, split, spare, slot_ptr, out_ptr, n, DIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr,
+def _move_rows_kernel(
+    device_ptr, host_ptr, stride, split, spare, slot_ptr, dense_ptr, n,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr, TO_STORE: tl.constexpr,
 ):
+    """Row ``i`` of the dense ``[n, DIM]`` tensor and the first ``DIM`` columns of slot ``i``'s stored row: read
+    from the store into the dense rows, or (``TO_STORE``) written from them into the store."""
     rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
     valid = rows < n
-    source = _row_pointers(device_ptr, host_ptr, stride, split, spare, tl.load(slot_ptr + rows, mask=valid, other=0))
+    stored = _row_pointers(device_ptr, host_ptr, stride, split, spare, tl.load(slot_ptr + rows, mask=valid, other=0))
     cols = tl.arange(0, BLOCK_D)
     mask = valid[:, None] & (cols[None, :] < DIM)
-    values = tl.load(source[:, None] + cols[None, :], mask=mask)
-    tl.store(out_ptr + rows[:, None] * DIM + cols[None, :], values, mask=mask)
+    store_at, dense_at = stored[:, None] + cols[None, :], dense_ptr + rows[:, None] * DIM + cols[None, :]
+    if TO_STORE:
+        tl.store(store_at, tl.load(dense_at, mask=mask), mask=mask)
+    else:
+        tl.store(dense_at, tl.load(store_at, mask=mask), mask=mask)
 
 
 def gather_rows(parts: RowParts, slots: torch.Tensor, columns: int) -> torch.Tensor:
@@ -337,9 +343,9 @@ def gather_rows(parts: RowParts, slots: torch.Tensor, columns: int) -> torch.Ten
     n = slots.numel()
     out = torch.empty(n, columns, dtype=parts.device.dtype, device=slots.device)
     if n:
-        _gather_kernel[(triton.cdiv(n, _GATHER_ROWS),)](
+        _move_rows_kernel[(triton.cdiv(n, _GATHER_ROWS),)](
             parts.device, parts.host, parts.width, parts.split, parts.spare, slots, out, n,
-            DIM=columns, BLOCK_D=triton.next_power_of_2(columns), ROWS=_GATHER_ROWS,
+            DIM=columns, BLOCK_D=triton.next_power_of_2(columns), ROWS=_GATHER_ROWS, TO_STORE=False,
         )
     return out
 
@@ -387,26 +393,14 @@ def gather_unique(parts: RowParts, sorted_slots: torch.Tensor, order: torch.Tens
     return out
 
 
-@triton.jit(do_not_specialize=["n", "split", "spare"])
-def _scatter_kernel(
-    device_ptr, host_ptr, stride, split, spare, slot_ptr, values_ptr, n, DIM: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr,
-):
-    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    valid = rows < n
-    target = _row_pointers(device_ptr, host_ptr, stride, split, spare, tl.load(slot_ptr + rows, mask=valid, other=0))
-    cols = tl.arange(0, BLOCK_D)
-    mask = valid[:, None] & (cols[None, :] < DIM)
-    tl.store(target[:, None] + cols[None, :], tl.load(values_ptr + rows[:, None] * DIM + cols[None, :], mask=mask), mask=mask)
-
-
 def scatter_rows(parts: RowParts, slots: torch.Tensor, values: torch.Tensor) -> None:
     """Write full rows ``values`` (``[len(slots), width]``, contiguous) at each slot's row (the spare row for -1)."""
     n = slots.numel()
     if n:
         width = parts.width
-        _scatter_kernel[(triton.cdiv(n, _GATHER_ROWS),)](
+        _move_rows_kernel[(triton.cdiv(n, _GATHER_ROWS),)](
             parts.device, parts.host, width, parts.split, parts.spare, slots, values.contiguous(), n,
-            DIM=width, BLOCK_D=triton.next_power_of_2(width), ROWS=_GATHER_ROWS,
+            DIM=width, BLOCK_D=triton.next_power_of_2(width), ROWS=_GATHER_ROWS, TO_STORE=True,
         )
 
 
