@@ -55,7 +55,13 @@ def test_bad_loads_raise() -> None:
         tables.load_table(2, ids, torch.zeros(3, 4))
     with pytest.raises(ValueError, match="hash to one bucket"):
         tables.load_table(0, torch.arange(200), torch.zeros(200, 4))
+    with pytest.raises(ValueError, match="rows must be a tensor or convertible"):
+        tables.load_table(0, ids, [[0.0] * 4, "x", None])
     assert tables.size(0) == 0
+    # Lists and arrays are taken as tensors.
+    tables.load_table(0, [5, 6], [[1.0] * 4, [2.0] * 4], {"sum": [0.5, 0.25]})
+    ids, rows, state = tables.export_table(0)
+    assert ids.tolist() == [5, 6] and rows[:, 0].tolist() == [1.0, 2.0] and state["sum"].tolist() == [0.5, 0.25]
 
 
 def test_bad_construction_raises() -> None:
@@ -67,6 +73,11 @@ def test_bad_construction_raises() -> None:
         DynamicEmbTableOptions(dim=0)
     with pytest.raises(ValueError, match="at least one table"):
         BatchedDynamicEmbeddingTables([])
+    options = [DynamicEmbTableOptions(dim=4)]
+    for name, value in [("learning_rate", -0.1), ("learning_rate", float("nan")), ("eps", 0.0), ("beta1", 1.0), ("beta2", float("inf")),
+                        ("weight_decay", -1e-4), ("initial_accumulator_value", -1.0), ("learning_rate", "0.1")]:
+        with pytest.raises(ValueError, match=f"{name} must be a finite number"):
+            BatchedDynamicEmbeddingTables(options, **{name: value})
 
 
 def test_mixed_dims_pool_side_by_side() -> None:

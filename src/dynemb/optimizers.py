@@ -11,6 +11,7 @@ ADAM's bias correction uses a per-module step count, weight decay adds
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -20,7 +21,8 @@ from dynemb.options import EmbOptimType
 
 @dataclass(frozen=True)
 class OptimizerParams:
-    """Hyper-parameters shared by every table of a module."""
+    """Hyper-parameters shared by every table of a module; a value no optimizer step can use is refused here,
+    before it silently turns rows into NaN."""
 
     learning_rate: float = 0.01
     eps: float = 1e-8
@@ -28,6 +30,20 @@ class OptimizerParams:
     beta2: float = 0.999
     weight_decay: float = 0.0
     initial_accumulator_value: float = 0.0
+
+    def __post_init__(self) -> None:
+        rules = {
+            "learning_rate": (lambda v: v >= 0, ">= 0"),
+            "eps": (lambda v: v > 0, "> 0"),
+            "beta1": (lambda v: 0 <= v < 1, "in [0, 1)"),
+            "beta2": (lambda v: 0 <= v < 1, "in [0, 1)"),
+            "weight_decay": (lambda v: v >= 0, ">= 0"),
+            "initial_accumulator_value": (lambda v: v >= 0, ">= 0"),
+        }
+        for name, (allowed, wanted) in rules.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not allowed(value):
+                raise ValueError(f"{name} must be a finite number {wanted}, got {value!r}")
 
 
 def state_width(optimizer: EmbOptimType, dim: int) -> int:

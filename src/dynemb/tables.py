@@ -137,9 +137,14 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return keys, rows[:, :dim].clone(), state
 
     def load_table(self, table: int, ids: torch.Tensor, rows: torch.Tensor, state: dict[str, torch.Tensor] | None = None) -> None:
-        """Insert or overwrite ids with the given rows (and optimizer state, else fresh state)."""
+        """Insert or overwrite ids with the given rows (and optimizer state, else fresh state).
+
+        ``ids``, ``rows`` and each state entry are tensors or anything ``torch.as_tensor`` takes (lists, arrays).
+        """
         member = self._table(table)
         dim = self.dims[table]
+        ids, rows = _as_tensor("ids", ids), _as_tensor("rows", rows)
+        state = None if state is None else {name: _as_tensor(f"state {name!r}", values) for name, values in state.items()}
         if ids.dim() != 1 or ids.dtype != torch.int64:
             raise ValueError(f"ids must be a 1-D int64 tensor, got {ids.dtype} of shape {tuple(ids.shape)}")
         if rows.dim() != 2 or rows.shape[1] != dim:
@@ -173,6 +178,16 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         if not isinstance(table, int) or not 0 <= table < self.num_tables:
             raise ValueError(f"table {table} out of range: {self.num_tables} tables")
         return self.engine.member(table)
+
+
+def _as_tensor(name: str, values: object) -> torch.Tensor:
+    """A tensor of ``values`` (already one: itself), or a ValueError naming what could not become one."""
+    if isinstance(values, torch.Tensor):
+        return values
+    try:
+        return torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValueError(f"{name} must be a tensor or convertible to one: {error}") from None
 
 
 def _concrete_device(device: torch.device | str | None) -> torch.device:
