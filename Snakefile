@@ -1,11 +1,21 @@
 # From benchmark test ids to one shareable latency report (docs/DESIGN.md).
 #   snakemake --cores 1 report
+# Runs from any working directory (results/ goes there) and as a Snakemake module
+# (docs/USAGE.md); config/config.yaml of the working directory, else this checkout's.
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+OWN_CONFIG = os.path.join(workflow.current_basedir.get_path_or_uri(secret_free=True), "config")
+
+
+configfile: "config/config.yaml" if os.path.exists("config/config.yaml") else f"{OWN_CONFIG}/config.yaml"
+
+
+report: "report/workflow.rst"
 
 
 include: "rules/common.smk"

@@ -2,18 +2,19 @@ rule breakdown:
     # Every kernel attributed to the op:* range that launched it (DESIGN.md).
     input:
         trace=get_breakdown_trace,
-        categories=ancient("config/kernel_categories.yaml"),
+        categories=ancient(CATEGORIES),
     output:
-        opcalls="results/opcalls/opcalls__{label}.csv",
-        busy="results/opcalls/opcalls__{label}.busy.json",
+        opcalls=L.opcalls(LABEL),
+        busy=L.busy(LABEL),
     params:
+        out_dir=L.opcalls_dir,
         code=DIGEST["breakdown"],
     log:
-        "results/logs/breakdown/{label}.log",
+        L.log("breakdown", LABEL),
     benchmark:
-        "results/benchmarks/breakdown/{label}.tsv"
+        L.benchmark("breakdown", LABEL)
     conda:
         "../envs/analysis.yaml"
     shell:
-        "python workflow/scripts/breakdown.py {input.trace} --out-dir results/opcalls"
+        "embprof breakdown {input.trace} --out-dir {params.out_dir}"
         " --categories {input.categories} > {log} 2>&1"

@@ -1,19 +1,24 @@
 # The multi-GPU EmbeddingCollection benchmark (issue 9) as a config family of
-# its own, read from config/embedding_collection.yaml; not part of all/report.
+# its own, read from config/embedding_collection.yaml (the working directory's,
+# else this checkout's); not part of all/report.
 #   snakemake --cores 1 embedding_collection
 import sys
-from pathlib import Path
 
-from snakemake.exceptions import WorkflowError
-
-sys.path.insert(0, str(Path(workflow.basedir)))
+sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package
 
 from benchmark.embedding_collection.family import FamilyError, load_family
 
+_EC_CONFIG = Path("config", "embedding_collection.yaml")
 try:
-    EC = load_family(Path(workflow.basedir) / "config" / "embedding_collection.yaml")
+    EC = load_family(_EC_CONFIG if _EC_CONFIG.is_file() else WORKFLOW_ROOT / _EC_CONFIG)
 except FamilyError as exc:
     raise WorkflowError(str(exc)) from None
+# The launcher runs in the checkout, so it is handed absolute paths.
+EC_LAUNCHER = shlex.quote(str(WORKFLOW_ROOT / "benchmark" / "benchmark_embedding_collection.sh"))
+
+
+def get_absolute_output(wildcards, output):
+    return shlex.quote(os.path.abspath(output[0]))
 
 
 wildcard_constraints:
@@ -33,13 +38,14 @@ rule ec_timing:
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
+        out=get_absolute_output,
     log:
         "results/logs/embedding_collection/timing/{ec_run}.log",
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "rm -f {output}.part && {params.env} benchmark/benchmark_embedding_collection.sh {params.args}"
-        " --results-file {output}.part > {log} 2>&1 && mv {output}.part {output} && rm -f {output}.part.lock"
+        "rm -f {output}.part && {params.env} " + EC_LAUNCHER + " {params.args}"
+        " --results-file {params.out}.part > {log} 2>&1 && mv {output}.part {output} && rm -f {output}.part.lock"
 
 
 rule ec_profile:
@@ -49,13 +55,14 @@ rule ec_profile:
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
+        out=get_absolute_output,
     log:
         "results/logs/embedding_collection/profile/{ec_run}.log",
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "{params.env} benchmark/benchmark_embedding_collection.sh {params.args}"
-        " --profile torch --trace-dir {output} > {log} 2>&1"
+        "{params.env} " + EC_LAUNCHER + " {params.args}"
+        " --profile torch --trace-dir {params.out} > {log} 2>&1"
 
 
 rule ec_breakdown:
@@ -63,7 +70,7 @@ rule ec_breakdown:
     # run whose baseline cannot run here has only its skip note, which is kept.
     input:
         traces="results/embedding_collection/traces/{ec_run}",
-        categories=ancient("config/kernel_categories.yaml"),
+        categories=ancient(CATEGORIES),
     output:
         directory("results/embedding_collection/opcalls/{ec_run}"),
     log:
@@ -72,7 +79,7 @@ rule ec_breakdown:
         "../envs/analysis.yaml"
     shell:
         "if ls {input.traces}/*.kineto.json.gz > /dev/null 2>&1; then"
-        " python workflow/scripts/breakdown.py {input.traces}/*.kineto.json.gz --out-dir {output}"
+        " embprof breakdown {input.traces}/*.kineto.json.gz --out-dir {output}"
         " --categories {input.categories} > {log} 2>&1;"
         " else mkdir -p {output} && cp {input.traces}/*.skipped.txt {output}/ 2> {log}; fi"
 
@@ -88,4 +95,4 @@ rule ec_results:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "python workflow/scripts/embedding_collection_results.py {input} --out {output} > {log} 2>&1"
+        "embprof ec-results {input} --out {output} > {log} 2>&1"
