@@ -75,8 +75,8 @@ CODE = {
 DIGEST = {step: code_digest(paths, root=PACKAGE) for step, paths in CODE.items()}
 DIGEST["measured"] = code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)
 # An overriding file re-runs its step as an edit of the code would.
-DIGEST["breakdown"] += "-" + code_digest([CATEGORIES.name], root=CATEGORIES.parent)
-DIGEST["bandwidth"] += "-" + code_digest([BANDWIDTH.name], root=BANDWIDTH.parent)
+for _step, _file in (("breakdown", CATEGORIES), ("bandwidth", BANDWIDTH)):
+    DIGEST[_step] = f"{DIGEST[_step]}-{code_digest([_file.name], root=_file.parent)}"
 
 
 wildcard_constraints:
@@ -227,3 +227,8 @@ def get_compare_option(wildcards):
 
 def get_final_output():
     return [L.report_html, L.report_summary]
+
+
+def get_absolute_output(wildcards, output):
+    """The output as an absolute path, for a launcher that runs in the checkout."""
+    return shlex.quote(os.path.abspath(output[0]))

@@ -17,10 +17,6 @@ except FamilyError as exc:
 EC_LAUNCHER = shlex.quote(str(WORKFLOW_ROOT / "benchmark" / "benchmark_embedding_collection.sh"))
 
 
-def get_absolute_output(wildcards, output):
-    return shlex.quote(os.path.abspath(output[0]))
-
-
 wildcard_constraints:
     ec_run="|".join(EC.runs),
 
@@ -39,12 +35,13 @@ rule ec_timing:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
         out=get_absolute_output,
+        launcher=EC_LAUNCHER,
     log:
         "results/logs/embedding_collection/timing/{ec_run}.log",
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "rm -f {output}.part && {params.env} " + EC_LAUNCHER + " {params.args}"
+        "rm -f {output}.part && {params.env} {params.launcher} {params.args}"
         " --results-file {params.out}.part > {log} 2>&1 && mv {output}.part {output} && rm -f {output}.part.lock"
 
 
@@ -56,12 +53,13 @@ rule ec_profile:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
         out=get_absolute_output,
+        launcher=EC_LAUNCHER,
     log:
         "results/logs/embedding_collection/profile/{ec_run}.log",
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "{params.env} " + EC_LAUNCHER + " {params.args}"
+        "{params.env} {params.launcher} {params.args}"
         " --profile torch --trace-dir {params.out} > {log} 2>&1"
 
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "rules", "config", "envs", "profiles", "workflow", "benchmark", "src", ".test")
+WORKFLOW_PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "benchmark", "src", ".test")
 TINY = REPO / ".test" / "config_tiny" / "config.yaml"
 CRASH_LABEL = "T2_totalB1024_D16_sgd_no_caching_pool=none_cap=4K"
 GOOD_LABELS = ("T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K", "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K")
@@ -43,7 +43,9 @@ def copy_workflow(dst: Path) -> Path:
 
 
 def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+    """Snakemake in a copy of the workflow, running that copy's embprof package (as its own venv would)."""
     env = {k: v for k, v in os.environ.items() if k != "EMBPROF_PROFILER"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(workdir / "src"), env.get("PYTHONPATH")) if p)
     return subprocess.run(
         [sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
         capture_output=True, text=True, timeout=timeout, check=False,
@@ -177,7 +179,7 @@ def test_sunburst_code_change_rerenders_sunbursts_and_report_only(
     tiny_run: tuple[Path, Path],
 ) -> None:
     workdir, config = tiny_run
-    script = workdir / "workflow" / "scripts" / "sunburst.py"
+    script = workdir / "src" / "embprof" / "cli" / "sunburst.py"
     original = script.read_bytes()
     try:
         script.write_bytes(original + b"\n# a changed line of the sunburst code\n")

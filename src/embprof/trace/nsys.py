@@ -226,11 +226,11 @@ def find_nsys(explicit: str | None) -> str | None:
 
 def export_sqlite(report: Path, out: Path, nsys: str | None) -> None:
     """``nsys export --type sqlite`` of ``report`` to ``out``, which appears whole or not at all."""
+    if not report.is_file() or report.stat().st_size == 0:
+        raise TraceError(report, "missing or empty")
     exe = find_nsys(nsys)
     if exe is None:
         raise TraceError(report, "a .nsys-rep needs nsys to export it, and none was found (pass --nsys PATH, set NSYS, or put nsys on PATH)")
-    if not report.is_file() or report.stat().st_size == 0:
-        raise TraceError(report, "missing or empty")
     with atomic_path(out, suffix=".sqlite") as tmp:
         tmp.unlink()  # nsys writes the file itself
         cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(tmp), str(report)]

@@ -1,4 +1,4 @@
-"""Readers of the report's inputs: contract checks with one-line errors."""
+"""The results contract (embprof.results): each format's reader checks it, with one-line errors."""
 
 from __future__ import annotations
 
@@ -8,14 +8,12 @@ import re
 import pytest
 from report_inputs import LABELS, opcalls_frame
 
-from embprof.report.load import (
-    InputError,
-    read_busy,
-    read_configs,
-    read_opcalls,
-    read_results,
-    read_statuses,
-)
+from embprof.errors import ContractError
+from embprof.results.busy import read_busy
+from embprof.results.configs import read_configs
+from embprof.results.opcalls import read_opcalls
+from embprof.results.records import read_results
+from embprof.results.steps import read_statuses
 
 
 def test_opcalls_keep_empty_text_as_empty_strings(tmp_path):
@@ -41,7 +39,7 @@ def test_opcalls_errors_name_file_line_and_column(tmp_path, edit, message):
     path = tmp_path / "o.csv"
     opcalls_frame().to_csv(path, index=False)
     path.write_text(edit(path.read_text()))
-    with pytest.raises(InputError, match=re.escape(message)) as err:
+    with pytest.raises(ContractError, match=re.escape(message)) as err:
         read_opcalls(path)
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
@@ -54,32 +52,32 @@ def test_busy_sidecar_as_the_breakdown_writes_it(tmp_path):
     busy = read_busy(path)
     assert busy.ms_per_iter == {"dyn": 1.5, "trc": 0.5} and busy.cpu_leaf_ops
     path.write_text(json.dumps({"time_source": "wall-clock", "busy_ms_per_iter": {}}))
-    with pytest.raises(InputError, match="time_source"):
+    with pytest.raises(ContractError, match="time_source"):
         read_busy(path)
     path.write_text(json.dumps({"time_source": "gpu-kernels", "busy_ms_per_iter": {"dyn": -1}}))
-    with pytest.raises(InputError, match="dyn"):
+    with pytest.raises(ContractError, match="dyn"):
         read_busy(path)
 
 
 def test_results_configs_and_statuses_are_checked(tmp_path):
     results = tmp_path / "r.json"
     results.write_text(json.dumps([{"label": "not a label"}]))
-    with pytest.raises(InputError, match="not a config label"):
+    with pytest.raises(ContractError, match="not a config label"):
         read_results(results)
     results.write_text(json.dumps([{"label": LABELS[0]}, {"label": LABELS[0]}]))
-    with pytest.raises(InputError, match="more than once"):
+    with pytest.raises(ContractError, match="more than once"):
         read_results(results)
     results.write_text("{")
-    with pytest.raises(InputError, match="not valid JSON"):
+    with pytest.raises(ContractError, match="not valid JSON"):
         read_results(results)
 
     configs = tmp_path / "configs.tsv"
     configs.write_text("id\tlabel\nx\ty\n")
-    with pytest.raises(InputError, match="header"):
+    with pytest.raises(ContractError, match="header"):
         read_configs(configs)
 
     status = tmp_path / "status"
     status.mkdir()
     (status / "a.json").write_text(json.dumps({"label": LABELS[0], "ok": True}))
-    with pytest.raises(InputError, match="log_tail"):
+    with pytest.raises(ContractError, match="log_tail"):
         read_statuses(status)
