@@ -5,7 +5,6 @@ rule peak_bandwidth:
     # new records of the same device must not re-run every config's bandwidth.
     input:
         records=ancient(L.benchmark_results),
-        table=ancient(BANDWIDTH),
     output:
         L.peak,
     params:
@@ -17,17 +16,17 @@ rule peak_bandwidth:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "embprof peak-bandwidth --records {input.records} --table {input.table} --force"
+        "embprof peak-bandwidth --records {input.records} --force"
         " --out {output} > {log} 2>&1"
 
 
 rule bandwidth:
-    # Achieved GB/s and % of peak per op (formulas in the bandwidth table).
+    # Achieved GB/s and % of peak per op (formulas in the bandwidth table: config/bandwidth.yaml
+    # where the working directory has one, else the packaged default).
     input:
         opcalls=L.opcalls(LABEL),
         record=L.timing(LABEL),
         peak=L.peak,
-        table=ancient(BANDWIDTH),
     output:
         L.bandwidth(LABEL),
     params:
@@ -39,5 +38,5 @@ rule bandwidth:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof bandwidth {input.opcalls} --record {input.record} --table {input.table}"
+        "embprof bandwidth {input.opcalls} --record {input.record}"
         " --peak {input.peak} --out {output} > {log} 2>&1"

@@ -1,8 +1,9 @@
 rule breakdown:
-    # Every kernel attributed to the op:* range that launched it (DESIGN.md).
+    # Every kernel attributed to the op:* range that launched it (DESIGN.md). Kernel
+    # categories: config/kernel_categories.yaml where the working directory has one,
+    # else the packaged default (the command's own default, so a re-run by hand agrees).
     input:
         trace=get_breakdown_trace,
-        categories=ancient(CATEGORIES),
     output:
         opcalls=L.opcalls(LABEL),
         busy=L.busy(LABEL),
@@ -16,5 +17,4 @@ rule breakdown:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof breakdown {input.trace} --out-dir {params.out_dir}"
-        " --categories {input.categories} > {log} 2>&1"
+        "embprof breakdown {input.trace} --out-dir {params.out_dir} > {log} 2>&1"

@@ -25,7 +25,7 @@ from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
 from embprof.results.layout import LABEL, ResultsLayout
 from embprof.results.steps import read_status
-from embprof.workflow.configs import code_digest, code_files, overrides_for
+from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
 from embprof.workflow.validation import validate_config
@@ -51,16 +51,19 @@ pin_profiler(PROFILER)
 if PROFILER == "nsys" and NSYS is None:
     NSYS = "nsys"  # not on this host's PATH; the job looks it up where it runs
 NSYS_ARG = f"--nsys {shlex.quote(NSYS)}" if NSYS else ""
-SUITE_ARG = f"--suite-root {shlex.quote(str(WORKFLOW_ROOT))}"
-# Defaults ship with the package; the working directory's config/ overrides them.
+# Relative to the working directory, so that a checkout elsewhere with its results beside
+# it (same code, another path) re-runs nothing; "." when run from the checkout itself.
+SUITE_ARG = f"--suite-root {shlex.quote(os.path.relpath(WORKFLOW_ROOT))}"
+# Defaults ship with the package; the working directory's config/ overrides them (the
+# commands resolve the same files by themselves; the digests re-run on an edit).
 CATEGORIES = config_file(KERNEL_CATEGORIES)
 BANDWIDTH = config_file(BANDWIDTH_TABLE)
 
 # Code a step depends on. Rules take these digests as params: editing the code
-# re-runs them, while a fresh clone (same content, new mtimes) re-runs nothing.
-# Paths are in the embprof package, except the measured code (in the checkout).
-# The plotting rules also list their code files as ancient() inputs; the others
-# do not, as every input file costs each DAG pass a stat (dry-run speed).
+# re-runs them, while a fresh clone (same content, new mtimes, another path)
+# re-runs nothing. Paths are in the embprof package, except the measured code
+# (in the checkout). Neither code nor default files are inputs: their paths
+# differ between checkouts, and every input costs each DAG pass a stat.
 _BASE = ["__init__.py", "errors.py", "atomic.py", "labels.py", "results"]
 _FIGURES = ["plots", "pages"]
 CODE = {
@@ -81,16 +84,6 @@ for _step, _file in (("breakdown", CATEGORIES), ("bandwidth", BANDWIDTH)):
 
 wildcard_constraints:
     label=r"T\d+_totalB\d+_D\d+_[A-Za-z0-9_.=-]+",
-
-
-@lru_cache(maxsize=None)
-def _code_files(step):
-    return tuple(str(PACKAGE / f) for f in code_files(CODE[step], root=PACKAGE))
-
-
-def get_code_files(step):
-    """The code files of a step, as ancient() inputs: declared, but mtimes never re-run it."""
-    return [ancient(f) for f in _code_files(step)]
 
 
 def get_all_cores():
@@ -228,7 +221,3 @@ def get_compare_option(wildcards):
 def get_final_output():
     return [L.report_html, L.report_summary]
 
-
-def get_absolute_output(wildcards, output):
-    """The output as an absolute path, for a launcher that runs in the checkout."""
-    return shlex.quote(os.path.abspath(output[0]))

@@ -13,7 +13,7 @@ try:
     EC = load_family(_EC_CONFIG if _EC_CONFIG.is_file() else WORKFLOW_ROOT / _EC_CONFIG)
 except FamilyError as exc:
     raise WorkflowError(str(exc)) from None
-# The launcher runs in the checkout, so it is handed absolute paths.
+# The launcher runs in the checkout, so it is handed absolute paths (realpath).
 EC_LAUNCHER = shlex.quote(str(WORKFLOW_ROOT / "benchmark" / "benchmark_embedding_collection.sh"))
 
 
@@ -34,7 +34,6 @@ rule ec_timing:
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
-        out=get_absolute_output,
         launcher=EC_LAUNCHER,
     log:
         "results/logs/embedding_collection/timing/{ec_run}.log",
@@ -42,7 +41,7 @@ rule ec_timing:
         "../envs/benchmark.yaml"
     shell:
         "rm -f {output}.part && {params.env} {params.launcher} {params.args}"
-        " --results-file {params.out}.part > {log} 2>&1 && mv {output}.part {output} && rm -f {output}.part.lock"
+        " --results-file \"$(realpath -m {output:q}).part\" > {log} 2>&1 && mv {output}.part {output} && rm -f {output}.part.lock"
 
 
 rule ec_profile:
@@ -52,7 +51,6 @@ rule ec_profile:
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
-        out=get_absolute_output,
         launcher=EC_LAUNCHER,
     log:
         "results/logs/embedding_collection/profile/{ec_run}.log",
@@ -60,7 +58,7 @@ rule ec_profile:
         "../envs/benchmark.yaml"
     shell:
         "{params.env} {params.launcher} {params.args}"
-        " --profile torch --trace-dir {params.out} > {log} 2>&1"
+        " --profile torch --trace-dir \"$(realpath -m {output:q})\" > {log} 2>&1"
 
 
 rule ec_breakdown:
@@ -68,7 +66,6 @@ rule ec_breakdown:
     # run whose baseline cannot run here has only its skip note, which is kept.
     input:
         traces="results/embedding_collection/traces/{ec_run}",
-        categories=ancient(CATEGORIES),
     output:
         directory("results/embedding_collection/opcalls/{ec_run}"),
     log:
@@ -77,8 +74,7 @@ rule ec_breakdown:
         "../envs/analysis.yaml"
     shell:
         "if ls {input.traces}/*.kineto.json.gz > /dev/null 2>&1; then"
-        " embprof breakdown {input.traces}/*.kineto.json.gz --out-dir {output}"
-        " --categories {input.categories} > {log} 2>&1;"
+        " embprof breakdown {input.traces}/*.kineto.json.gz --out-dir {output} > {log} 2>&1;"
         " else mkdir -p {output} && cp {input.traces}/*.skipped.txt {output}/ 2> {log}; fi"
 
 

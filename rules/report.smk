@@ -44,7 +44,6 @@ rule environment:
 rule latency_plot:
     input:
         results=L.benchmark_results,
-        code=get_code_files("latency_plot"),
     output:
         png=report(
             L.latency_png,
@@ -77,7 +76,6 @@ rule report:
         status=get_status_files,
         environment=L.environment,
         peak=L.peak,
-        code=get_code_files("report"),
     output:
         html=report(
             L.report_html,

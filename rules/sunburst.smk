@@ -1,7 +1,6 @@
 rule sunburst:
     input:
         opcalls=L.opcalls(LABEL),
-        code=get_code_files("sunburst"),
     output:
         png=report(
             L.sunburst_png(LABEL),
