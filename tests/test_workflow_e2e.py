@@ -25,6 +25,8 @@ TINY = REPO / ".test" / "config_tiny" / "config.yaml"
 CRASH_LABEL = "T2_totalB1024_D16_sgd_no_caching_pool=none_cap=4K"
 GOOD_LABELS = ("T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K", "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K")
 PER_CONFIG_RULES = {"profile", "export", "breakdown", "sunburst", "bandwidth", "timing", "status"}
+# The executor plugin, installed apart from the venv (`make slurm`) so that only SLURM runs load it.
+SLURM_PLUGIN = Path(sys.prefix) / "slurm"
 _JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 _LABEL = re.compile(r"^\s+wildcards: label=(\S+)$")
 
@@ -42,10 +44,14 @@ def copy_workflow(dst: Path) -> Path:
     return dst
 
 
-def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    """Snakemake in a copy of the workflow, running that copy's embprof package (as its own venv would)."""
+def snakemake(
+    workdir: Path, *args: str, timeout: int = 600, slurm: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Snakemake in a copy of the workflow, running that copy's embprof package (as its own venv
+    would); ``slurm``: with the SLURM executor plugin on the path (profiles/slurm/README.md)."""
     env = {k: v for k, v in os.environ.items() if k != "EMBPROF_PROFILER"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(workdir / "src"), env.get("PYTHONPATH")) if p)
+    paths = [str(workdir / "src"), str(SLURM_PLUGIN) if slurm else "", env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return subprocess.run(
         [sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
         capture_output=True, text=True, timeout=timeout, check=False,
@@ -245,7 +251,7 @@ def test_slurm_profile_gives_gpus_to_profile_and_timing_and_keeps_cheap_rules_lo
     for forced in (["profile", "timing"], ["breakdown", "sunburst"]):
         done = snakemake(
             workdir, "-n", "--profile", "profiles/slurm", "report", "--configfile", str(config),
-            "--forcerun", *forced,
+            "--forcerun", *forced, slurm=True,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rule = None
