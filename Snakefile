@@ -30,20 +30,11 @@ include: "rules/report.smk"
 include: "rules/embedding_collection.smk"
 
 
-# Cheap whole-workflow steps stay on the submitting host under a cluster executor.
-localrules:
-    all,
-    measure,
-    collect,
-    status,
-    environment,
-    aggregate,
-    latency_plot,
-    report,
-
-
+# Cheap whole-workflow steps stay on the submitting host under a cluster executor
+# (`localrule: True` in each, which a module's renamed rules keep).
 rule all:
     default_target: True
+    localrule: True
     input:
         get_final_output(),
 
@@ -51,5 +42,6 @@ rule all:
 # Profiles, timings, per-op tables and bandwidth, without drawing anything: for
 # a GPU host that has no browser; `report` then draws from the copied results/.
 rule measure:
+    localrule: True
     input:
         unpack(get_measured_outputs),

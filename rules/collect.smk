@@ -1,6 +1,7 @@
 checkpoint collect:
     # Which configs exist is only known by asking pytest, so the DAG below it
     # is built after this has run (never at parse time).
+    localrule: True
     output:
         table=L.configs,
     params:

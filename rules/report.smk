@@ -1,6 +1,7 @@
 checkpoint status:
     # One record per config: ok, or the step that failed with its log tail. A
     # checkpoint: what it says decides which per-op outputs the report needs.
+    localrule: True
     input:
         profile=L.step("profile", LABEL),
         timing=L.step("timing", LABEL),
@@ -22,6 +23,7 @@ checkpoint status:
 rule environment:
     # Device facts come from the timing records (written where the benchmark
     # ran, e.g. a cluster's GPU node); the rest from this host.
+    localrule: True
     input:
         timing=get_timing_files,
     output:
@@ -42,6 +44,7 @@ rule environment:
 
 
 rule latency_plot:
+    localrule: True
     input:
         results=L.benchmark_results,
     output:
@@ -68,6 +71,7 @@ rule latency_plot:
 rule report:
     # Reads the whole results folder (embprof.results.ResultsLayout); the inputs
     # name what it reads so that Snakemake orders and re-runs it.
+    localrule: True
     input:
         unpack(get_per_op_outputs),
         results=L.benchmark_results,

@@ -26,6 +26,7 @@ rule timing:
 
 
 rule aggregate:
+    localrule: True
     input:
         timing=get_timing_files,
     output:
