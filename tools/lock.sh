@@ -38,7 +38,7 @@ freeze > "$SCRATCH/dev"
   echo "$TORCH"
   comm -23 "$SCRATCH/bench" "$SCRATCH/core" | grep -v -E '^torch=='; } > requirements-bench.txt
 { echo "# The SLURM executor plugin, installed apart (\`make slurm\`: .venv/slurm) so that only runs with"
-  echo "# the SLURM profile load it (profiles/slurm/README.md). Regenerate with \`make lock\`."
+  echo "# the SLURM profile load it (docs/USAGE.md, "On a SLURM cluster"). Regenerate with \`make lock\`."
   comm -23 "$SCRATCH/slurm" "$SCRATCH/bench"; } > requirements-slurm.txt
 { echo "# Development tools (\`pip install '.[dev]'\`), beside requirements.txt and requirements-bench.txt;"
   echo "# \`make test\` installs them. Regenerate with \`make lock\`."
