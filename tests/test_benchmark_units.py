@@ -18,8 +18,8 @@ from benchmark.configs import PRESETS, per_table_cap, suite_configs  # noqa: E40
 from benchmark.datagen import generate_batches, powlaw_ids  # noqa: E402
 from benchmark.ncu import parse_iterations  # noqa: E402
 from benchmark.results import RESULT_FIELDS, append_record, read_records  # noqa: E402
-from embprof.errors import ContractError  # noqa: E402
 from benchmark.runner import check_outputs  # noqa: E402
+from embprof.errors import ContractError  # noqa: E402
 
 CPU = torch.device("cpu")
 

@@ -81,3 +81,80 @@ def test_results_configs_and_statuses_are_checked(tmp_path):
     (status / "a.json").write_text(json.dumps({"label": LABELS[0], "ok": True}))
     with pytest.raises(ContractError, match="log_tail"):
         read_statuses(status)
+
+
+def test_layout_names_every_file_and_keeps_the_wildcard() -> None:
+    from embprof.results.layout import LABEL, ResultsLayout, label_from_file
+
+    layout = ResultsLayout("res")
+    label = LABELS[1]
+    assert layout.opcalls(label) == layout.root / "opcalls" / f"opcalls__{label}.csv"
+    assert layout.busy(label).name == f"opcalls__{label}.busy.json"
+    assert layout.trace(label, "nsys").name == f"{label}.nsys-rep"
+    assert layout.trace(label, "torch").name == f"{label}.kineto.json.gz"
+    assert str(layout.opcalls(LABEL)) == "res/opcalls/opcalls__{label}.csv"
+    assert str(layout.log("profile", LABEL)) == "res/logs/profile/{label}.log"
+    assert str(layout.log("report")) == "res/logs/report.log"
+    # A label outside the wildcard's characters is sanitized the way the breakdown names its files.
+    assert layout.status("T1_totalB2_D3_x y").name == "T1_totalB2_D3_x_y.json"
+    for path in (layout.opcalls(label), layout.busy(label), layout.bandwidth(label),
+                 layout.sunburst_png(label), layout.timing(label), layout.trace(label, "torch")):
+        assert label_from_file(path) == label
+    with pytest.raises(ContractError, match="cannot tell the config label"):
+        label_from_file("breakdown.csv")
+
+
+def test_every_writer_round_trips_through_its_reader(tmp_path) -> None:
+    import math
+
+    from embprof.results.bandwidth import COLUMNS, read_bandwidth, write_bandwidth
+    from embprof.results.busy import write_busy
+    from embprof.results.configs import BenchConfig, write_configs
+    from embprof.results.environment import read_environment, write_environment
+    from embprof.results.opcalls import write_opcalls
+    from embprof.results.peak import Peak, read_peak, write_peak
+    from embprof.results.records import merge_results, write_results
+    from embprof.results.steps import StepRecord, merge_status, read_status, write_status
+
+    records = [{"label": LABELS[0], "dyn_train_ms": math.nan}, {"label": LABELS[1], "dyn_train_ms": 1.5}]
+    write_results(tmp_path / "r.json", records)
+    assert json.loads((tmp_path / "r.json").read_text())[0]["dyn_train_ms"] is None  # strict JSON
+    assert read_results(tmp_path / "r.json")[1] == records[1]
+    (tmp_path / "t.json").write_text(json.dumps([{"label": LABELS[2]}]))
+    assert [r["label"] for r in merge_results([tmp_path / "t.json", tmp_path / "r.json"])] == sorted(LABELS[:3])
+    with pytest.raises(ContractError, match="already came from"):
+        merge_results([tmp_path / "r.json", tmp_path / "r.json"])
+
+    configs = [BenchConfig("suite.py::T::t[x]", LABELS[0])]
+    write_configs(tmp_path / "c.tsv", configs)
+    assert read_configs(tmp_path / "c.tsv") == configs
+
+    frame = opcalls_frame()
+    write_opcalls(frame.iloc[:, ::-1], tmp_path / "o.csv")  # columns in any order: written in the contract's
+    assert list(read_opcalls(tmp_path / "o.csv").columns) == list(frame.columns)
+
+    write_busy({"time_source": "gpu-kernels", "busy_ms_per_iter": {"dyn": 2.0}}, tmp_path / "b.json")
+    assert read_busy(tmp_path / "b.json").ms_per_iter == {"dyn": 2.0}
+
+    bandwidth = frame.assign(bytes_per_iter=1e6, achieved_gbps=2.0, pct_of_peak=float("nan"), formula="f")
+    write_bandwidth(bandwidth, tmp_path / "bw.csv")
+    back = read_bandwidth(tmp_path / "bw.csv")
+    assert list(back.columns) == list(COLUMNS) and back["pct_of_peak"].isna().all()
+
+    peak = Peak("cpu", "x", 10.0, "measured", "copy", "2026-12-01")
+    write_peak(peak, tmp_path / "p.json")
+    assert read_peak(tmp_path / "p.json") == peak
+
+    write_environment(tmp_path / "e.json", {"device": "cpu"})
+    assert read_environment(tmp_path / "e.json") == {"device": "cpu"}
+    (tmp_path / "e.json").write_text("[]")
+    with pytest.raises(ContractError, match="JSON object"):
+        read_environment(tmp_path / "e.json")
+
+    step = StepRecord("profile", LABELS[0], "t", False, 3, "log", "tail")
+    step.write(tmp_path / "s.json")
+    status = merge_status(LABELS[0], "t", [StepRecord.read(tmp_path / "s.json")])
+    write_status(tmp_path / "status.json", status)
+    assert read_status(tmp_path / "status.json")["failed_step"] == "profile"
+    with pytest.raises(ContractError, match="other configs"):
+        merge_status(LABELS[1], "t", [step])

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from embprof.workflow.benchcli import nsys_profile_command, timing_command
 from embprof.errors import ConfigError, ContractError
 from embprof.results.configs import BenchConfig, read_configs, write_configs
 from embprof.results.steps import StepRecord, merge_status
+from embprof.workflow.benchcli import nsys_profile_command, timing_command
 from embprof.workflow.configs import code_digest, overrides_for, parse_collected, select_by_labels
 from embprof.workflow.profiler import PIN_VARIABLE, cuda_gpu_present, find_nsys, resolve_profiler
 from embprof.workflow.runner import StepContext, _publish_record, run_and_publish

@@ -14,12 +14,12 @@ from __future__ import annotations
 import platform
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from embprof.bandwidth.table import BandwidthTable
 from embprof.errors import EmbprofError
 from embprof.results.peak import Peak
+from embprof.workflow.environment import cpu_name
 
 if TYPE_CHECKING:
     import torch
@@ -37,13 +37,7 @@ def device_name(device: str) -> str:
         torch = _torch()
 
         return torch.cuda.get_device_name(torch.device(device))
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
+    return cpu_name() or platform.machine() or "cpu"
 
 
 def resolve_device(device: str) -> str:

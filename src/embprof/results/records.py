@@ -77,13 +77,7 @@ def check_results(records: list[dict[str, Any]], path: str | os.PathLike[str]) -
 
 def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """``benchmark_results.json`` (or a timing file): records with valid, unique labels."""
-    data = read_json(path)
-    if not isinstance(data, list):
-        raise ContractError(f"{path}: expected a JSON list of records, got {type(data).__name__}")
-    for i, record in enumerate(data):
-        if not isinstance(record, dict):
-            raise ContractError(f"{path}: record {i} is not an object")
-    return check_results(data, path)
+    return check_results(read_records(path), path)
 
 
 def write_results(path: str | os.PathLike[str], records: list[dict[str, Any]]) -> Path:

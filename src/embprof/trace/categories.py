@@ -12,7 +12,6 @@ from embprof.defaults import KERNEL_CATEGORIES, default_file
 from embprof.errors import ConfigError
 
 
-
 @dataclass(frozen=True)
 class Categories:
     rules: tuple[tuple[str, tuple[re.Pattern[str], ...]], ...]
