@@ -23,7 +23,7 @@ except ImportError:
 from embprof.defaults import BANDWIDTH_TABLE, KERNEL_CATEGORIES, config_file
 from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
-from embprof.results.layout import LABEL, ResultsLayout
+from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
 from embprof.results.steps import read_status
 from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.profiler import find_nsys, resolve_profiler

@@ -23,20 +23,20 @@ wildcard_constraints:
 
 rule embedding_collection:
     input:
-        "results/embedding_collection/results.json",
-        expand("results/embedding_collection/opcalls/{ec_run}", ec_run=EC.runs if EC.profile else []),
+        L.ec_results,
+        [L.ec_opcalls(run) for run in (EC.runs if EC.profile else [])],
 
 
 rule ec_timing:
     # One timed run: every rank of one torchrun, one record.
     output:
-        "results/embedding_collection/timing/{ec_run}.json",
+        L.ec_timing(EC_RUN),
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
         launcher=EC_LAUNCHER,
     log:
-        "results/logs/embedding_collection/timing/{ec_run}.log",
+        L.log("embedding_collection/timing", EC_RUN),
     conda:
         "../envs/benchmark.yaml"
     shell:
@@ -47,13 +47,13 @@ rule ec_timing:
 rule ec_profile:
     # One profiled run: one Kineto trace per rank in the output folder (or a skip note).
     output:
-        directory("results/embedding_collection/traces/{ec_run}"),
+        directory(L.ec_traces(EC_RUN)),
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
         launcher=EC_LAUNCHER,
     log:
-        "results/logs/embedding_collection/profile/{ec_run}.log",
+        L.log("embedding_collection/profile", EC_RUN),
     conda:
         "../envs/benchmark.yaml"
     shell:
@@ -65,11 +65,11 @@ rule ec_breakdown:
     # Every rank's trace of a run into one per-op CSV (ranks merge by label); a
     # run whose baseline cannot run here has only its skip note, which is kept.
     input:
-        traces="results/embedding_collection/traces/{ec_run}",
+        traces=L.ec_traces(EC_RUN),
     output:
-        directory("results/embedding_collection/opcalls/{ec_run}"),
+        directory(L.ec_opcalls(EC_RUN)),
     log:
-        "results/logs/embedding_collection/breakdown/{ec_run}.log",
+        L.log("embedding_collection/breakdown", EC_RUN),
     conda:
         "../envs/analysis.yaml"
     shell:
@@ -81,11 +81,11 @@ rule ec_breakdown:
 rule ec_results:
     # Every run's record in one list.
     input:
-        expand("results/embedding_collection/timing/{ec_run}.json", ec_run=EC.runs),
+        [L.ec_timing(run) for run in EC.runs],
     output:
-        "results/embedding_collection/results.json",
+        L.ec_results,
     log:
-        "results/logs/embedding_collection/results.log",
+        L.log("embedding_collection/results"),
     conda:
         "../envs/analysis.yaml"
     shell:

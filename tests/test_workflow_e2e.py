@@ -185,16 +185,20 @@ def test_sunburst_code_change_rerenders_sunbursts_and_report_only(
     tiny_run: tuple[Path, Path],
 ) -> None:
     workdir, config = tiny_run
-    script = workdir / "src" / "embprof" / "cli" / "sunburst.py"
-    original = script.read_bytes()
-    try:
-        script.write_bytes(original + b"\n# a changed line of the sunburst code\n")
-        done = snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config))
-    finally:
-        script.write_bytes(original)
-    assert done.returncode == 0, done.stderr[-3000:]
-    jobs = planned_jobs(done.stdout)
-    assert jobs == Counter({("sunburst", label): 1 for label in GOOD_LABELS} | {("report", None): 1})
+    package = workdir / "src" / "embprof"
+    for changed, rerun in [
+        (package / "cli" / "sunburst.py", {("sunburst", label): 1 for label in GOOD_LABELS}),
+        # The report's page is not the sunbursts' code: editing it re-renders no sunburst.
+        (package / "report" / "templates" / "report.html.j2", {}),
+    ]:
+        original = changed.read_bytes()
+        try:
+            changed.write_bytes(original + b"\n")
+            done = snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config))
+        finally:
+            changed.write_bytes(original)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert planned_jobs(done.stdout) == Counter(rerun | {("report", None): 1}), changed
     # Same content again (only the mtime moved): nothing to do.
     assert_nothing_to_do(snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config)))
 

@@ -1,6 +1,6 @@
 """The results contract of docs/DESIGN.md: one reader and one writer per file format.
 
-Every script, the workflow's input functions and the report read and write
+Every ``embprof`` command, the workflow's input functions and the report read and write
 ``results/`` through this package: :class:`ResultsLayout` knows where each file
 lies, the modules here what each holds. A file that breaks its format raises
 :class:`embprof.errors.ContractError`. Nothing here imports torch, and only the

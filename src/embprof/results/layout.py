@@ -3,8 +3,8 @@
 The workflow's rules, their input functions, the commands and the report all
 name files through one :class:`ResultsLayout`. A label made of the characters
 Snakemake's wildcard allows is its own file name; any other character becomes
-``_`` (:func:`embprof.labels.sanitize_label`). ``LABEL`` passed for a label
-keeps the ``{label}`` wildcard, which is how the rules get their patterns.
+``_`` (:func:`embprof.labels.sanitize_label`). ``LABEL`` (or ``EC_RUN``) passed
+for a label keeps the wildcard, which is how the rules get their patterns.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from embprof.errors import ContractError
 from embprof.labels import is_config_range, sanitize_label
 
 LABEL = "{label}"
+# An EmbeddingCollection run's name (config/embedding_collection.yaml checks its characters).
+EC_RUN = "{ec_run}"
 TRACE_SUFFIX = {"nsys": ".nsys-rep", "torch": ".kineto.json.gz"}
 OPCALLS_PREFIX = "opcalls__"
 BANDWIDTH_PREFIX = "bandwidth__"
@@ -27,7 +29,7 @@ _PREFIXES = (OPCALLS_PREFIX, BANDWIDTH_PREFIX, SUNBURST_PNG_PREFIX)
 
 
 def _name(label: str) -> str:
-    return label if label == LABEL else sanitize_label(label)
+    return label if label in (LABEL, EC_RUN) else sanitize_label(label)
 
 
 def opcalls_name(label: str) -> str:
@@ -132,6 +134,24 @@ class ResultsLayout:
     @property
     def report_summary(self) -> Path:
         return self.report_dir / "summary.md"
+
+    # The EmbeddingCollection family (one folder of its own; ``run`` names a run of the family).
+    @property
+    def ec_dir(self) -> Path:
+        return self.root / "embedding_collection"
+
+    def ec_timing(self, run: str) -> Path:
+        return self.ec_dir / "timing" / f"{run}.json"
+
+    def ec_traces(self, run: str) -> Path:
+        return self.ec_dir / "traces" / run
+
+    def ec_opcalls(self, run: str) -> Path:
+        return self.ec_dir / "opcalls" / run
+
+    @property
+    def ec_results(self) -> Path:
+        return self.ec_dir / "results.json"
 
     # Each job's log and Snakemake's run time of it.
     def log(self, rule: str, label: str | None = None) -> Path:

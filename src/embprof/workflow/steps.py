@@ -47,7 +47,7 @@ def run_streaming(
 ) -> tuple[int, str]:
     """Run ``command``, copy its stdout and stderr to ``sink`` as they come, return (rc, tail).
 
-    The sink is the rule's log (the script's stdout), so progress bars show in
+    The sink is the rule's log (the command's stdout), so progress bars show in
     the log while the benchmark runs.
     """
     out = sink if sink is not None else sys.stdout.buffer
