@@ -93,6 +93,9 @@ def test_version_and_help_of_every_subcommand() -> None:
 
     done = subprocess.run([sys.executable, "-m", "embprof", "--version"], capture_output=True, text=True)
     assert done.stdout.strip() == f"embprof {__version__}" == f"embprof {version('embprof')}"
+    listed = subprocess.run([sys.executable, "-m", "embprof", "--help"], capture_output=True,
+                            text=True, check=True).stdout
+    assert all(f"    {command}" in listed for command in COMMANDS)
     for command in COMMANDS:
         shown = subprocess.run([sys.executable, "-m", "embprof", command, "--help"],
                                capture_output=True, text=True, check=True).stdout

@@ -14,6 +14,7 @@ from __future__ import annotations
 import platform
 import time
 from datetime import UTC, datetime
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from embprof.bandwidth.table import BandwidthTable
@@ -176,7 +177,7 @@ def _cuda_available() -> bool:
         return False
 
 
-def _torch():  # noqa: ANN202 (returns the module)
+def _torch() -> ModuleType:
     """torch, which only measuring needs: the analysis side of embprof installs without it."""
     try:
         import torch

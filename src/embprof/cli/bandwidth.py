@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-HELP = "achieved GB/s and % of peak per op of one config"
+HELP = "achieved GB/s and %% of peak per op of one config"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -19,10 +19,11 @@ import sys
 from pathlib import Path
 
 HELP = "attribute every kernel to its op range: per-op CSV per config"
-LAYOUTS = ("default", "any")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from embprof.trace.pipeline import LAYOUTS
+
     parser.add_argument("traces", nargs="+", type=Path, metavar="TRACE")
     parser.add_argument("--out-dir", type=Path, default=Path("results/opcalls"))
     parser.add_argument("--layout", choices=LAYOUTS, default="default",

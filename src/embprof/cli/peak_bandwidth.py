@@ -15,6 +15,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from embprof.results.peak import Peak
 
 HELP = "measure (or look up) the device's peak memory bandwidth"
 
@@ -57,6 +61,6 @@ def run(args: argparse.Namespace) -> None:
     _report("wrote", args.out, peak)
 
 
-def _report(verb: str, out: Path, peak) -> None:  # noqa: ANN001 (a Peak)
+def _report(verb: str, out: Path, peak: Peak) -> None:
     print(f"embprof peak-bandwidth: {verb} {out}: {peak.name} ({peak.device}) "
           f"{peak.peak_gbps:.1f} GB/s, {peak.source}", file=sys.stderr)
