@@ -12,7 +12,9 @@ set -euo pipefail
 export LC_ALL=C  # one collation for sort and comm
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
+# Kept at their versions: torch's CPU build (a file on this machine) and the fbgemm built for it.
 TORCH="$(grep -E '^torch==' requirements-bench.txt)"
+FBGEMM="$(grep -E '^fbgemm_gpu-cpu==' requirements-bench.txt)"
 TORCHREC_DEPS=(tensordict "torchmetrics==1.0.3" pyre-extensions)
 SCRATCH="$(mktemp -d /tmp/embprof-lock.XXXXXX)"
 trap 'rm -rf "$SCRATCH"' EXIT
@@ -20,9 +22,10 @@ trap 'rm -rf "$SCRATCH"' EXIT
 PIP=("$SCRATCH/venv/bin/pip" install -q --disable-pip-version-check)
 freeze() { "$SCRATCH/venv/bin/pip" freeze --all --exclude pip --exclude embprof | sort; }
 
+"${PIP[@]}" --upgrade setuptools  # the build backend of `pip install --no-build-isolation -e .`
 "${PIP[@]}" .
 freeze > "$SCRATCH/core"
-"${PIP[@]}" ".[bench]" "$TORCH" "${TORCHREC_DEPS[@]}"
+"${PIP[@]}" ".[bench]" "$TORCH" "$FBGEMM" "${TORCHREC_DEPS[@]}"
 freeze > "$SCRATCH/bench"
 "${PIP[@]}" ".[slurm]"
 freeze > "$SCRATCH/slurm"
@@ -38,7 +41,7 @@ freeze > "$SCRATCH/dev"
   echo "$TORCH"
   comm -23 "$SCRATCH/bench" "$SCRATCH/core" | grep -v -E '^torch=='; } > requirements-bench.txt
 { echo "# The SLURM executor plugin, installed apart (\`make slurm\`: .venv/slurm) so that only runs with"
-  echo "# the SLURM profile load it (docs/USAGE.md, "On a SLURM cluster"). Regenerate with \`make lock\`."
+  echo '# the SLURM profile load it (docs/USAGE.md, "On a SLURM cluster"). Regenerate with `make lock`.'
   comm -23 "$SCRATCH/slurm" "$SCRATCH/bench"; } > requirements-slurm.txt
 { echo "# Development tools (\`pip install '.[dev]'\`), beside requirements.txt and requirements-bench.txt;"
   echo "# \`make test\` installs them. Regenerate with \`make lock\`."
