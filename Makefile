@@ -3,18 +3,38 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/pip install -q --disable-pip-version-check
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.dev-installed
+# The SLURM executor plugin lives apart from the venv's packages: Snakemake imports every
+# plugin it can find at each start, so only runs with PYTHONPATH=$(SLURM_DIR) load it.
+SLURM_DIR := $(VENV)/slurm
+SLURM_STAMP := $(SLURM_DIR)/.installed
 CORES ?= 1
 
-.PHONY: report test lint lock system-deps clean-results
+.PHONY: report test lint lock slurm system-deps clean-results
 
-# The venv is rebuilt when the pins change.
-$(STAMP): requirements.txt requirements-nodeps.txt pyproject.toml
+# The venv is rebuilt when the pins change: the runtime and the benchmark's (CPU) locks.
+$(STAMP): requirements.txt requirements-bench.txt requirements-nodeps.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --disable-pip-version-check -r requirements.txt
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
-	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PIP) -r requirements.txt -r requirements-bench.txt
+	$(PIP) --no-deps -r requirements-nodeps.txt
+	$(PIP) --no-deps --no-build-isolation -e .
+	@# a venv made before the plugin moved to $(SLURM_DIR) still holds it in site-packages
+	$(BIN)/pip uninstall -q -y snakemake-executor-plugin-slurm snakemake-executor-plugin-slurm-jobstep 2>/dev/null || true
 	touch $@
+
+# Development tools: their own lock, kept out of the runtime's.
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
+	$(PIP) -r requirements-dev.txt -c requirements.txt -c requirements-bench.txt
+	touch $@
+
+$(SLURM_STAMP): $(STAMP) requirements-slurm.txt
+	rm -rf $(SLURM_DIR)
+	$(PIP) --no-deps --target $(SLURM_DIR) -r requirements-slurm.txt
+	touch $@
+
+slurm: $(SLURM_STAMP)
 
 # Debian packages the tests and static figure export need (idempotent).
 system-deps:
@@ -23,21 +43,16 @@ system-deps:
 report: $(STAMP) system-deps
 	$(BIN)/snakemake --cores $(CORES) report
 
-test: $(STAMP) system-deps
+test: $(DEV_STAMP) $(SLURM_STAMP) system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-lint: $(STAMP)
-	$(BIN)/ruff check src workflow benchmark benchmarks tests
+lint: $(DEV_STAMP)
+	$(BIN)/ruff check src benchmark benchmarks tests
 	$(BIN)/snakemake --lint
 
-# Regenerate the lock from requirements.in in a scratch venv.
+# Regenerate every lock from pyproject.toml in a scratch venv (tools/lock.sh).
 lock:
-	rm -rf /tmp/embprof-lock && $(PYTHON) -m venv /tmp/embprof-lock
-	/tmp/embprof-lock/bin/pip install -q -r requirements.in
-	( echo "# Pinned lock of requirements.in (regenerate: make lock). torchrec is installed"; \
-	  echo "# separately without dependencies (requirements-nodeps.txt): see requirements.in."; \
-	  echo "torch==2.13.0"; \
-	  /tmp/embprof-lock/bin/pip freeze | grep -v -E '^(torch|torchrec)==' ) > requirements.txt
+	PYTHON=$(PYTHON) bash tools/lock.sh
 
 clean-results:
 	rm -rf results/* .snakemake

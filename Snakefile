@@ -1,11 +1,21 @@
 # From benchmark test ids to one shareable latency report (docs/DESIGN.md).
 #   snakemake --cores 1 report
+# Runs from any working directory (results/ goes there) and as a Snakemake module
+# (docs/USAGE.md); config/config.yaml of the working directory, else this checkout's.
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+OWN_CONFIG = os.path.join(workflow.current_basedir.get_path_or_uri(secret_free=True), "config")
+
+
+configfile: "config/config.yaml" if os.path.exists("config/config.yaml") else f"{OWN_CONFIG}/config.yaml"
+
+
+report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
@@ -20,20 +30,11 @@ include: "rules/report.smk"
 include: "rules/embedding_collection.smk"
 
 
-# Cheap whole-workflow steps stay on the submitting host under a cluster executor.
-localrules:
-    all,
-    measure,
-    collect,
-    status,
-    environment,
-    aggregate,
-    latency_plot,
-    report,
-
-
+# Cheap whole-workflow steps stay on the submitting host under a cluster executor
+# (`localrule: True` in each, which a module's renamed rules keep).
 rule all:
     default_target: True
+    localrule: True
     input:
         get_final_output(),
 
@@ -41,5 +42,6 @@ rule all:
 # Profiles, timings, per-op tables and bandwidth, without drawing anything: for
 # a GPU host that has no browser; `report` then draws from the copied results/.
 rule measure:
+    localrule: True
     input:
         unpack(get_measured_outputs),

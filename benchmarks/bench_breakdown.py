@@ -172,18 +172,13 @@ def generate(path: Path, iters: int, ops_per_phase: int = 300, side_per_iter: in
 # ---- the measured programs, each run in a child process ----
 
 def child_ours(path: str) -> None:
-    """The command-line entry point itself: file in, CSV and sidecar out."""
-    import importlib.util
-
-    script = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / "breakdown.py"
-    spec = importlib.util.spec_from_file_location("breakdown_script", script)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    """The command-line entry point itself (`embprof breakdown`): file in, CSV and sidecar out."""
     import embprof.trace  # noqa: F401 - imports are not part of the measured time
+    from embprof.cli import main
 
     with tempfile.TemporaryDirectory() as out:
         t0, c0 = time.perf_counter(), time.process_time()
-        rc = module.main([path, "--out-dir", out])
+        rc = main(["breakdown", path, "--out-dir", out])
         elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
         rows = sum(len(p.read_text().splitlines()) - 1 for p in Path(out).glob("*.csv"))
     if rc != 0:

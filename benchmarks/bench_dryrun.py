@@ -22,14 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from embprof.labels import make_label
+from embprof.results.configs import BenchConfig, write_configs
+from embprof.results.steps import StepRecord, merge_status
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "src"))
-
-from embprof.labels import make_label  # noqa: E402
-from embprof.workflow.configs import BenchConfig, format_table  # noqa: E402
-from embprof.workflow.steps import StepRecord, merge_status  # noqa: E402
-
-PARTS = ("Snakefile", "rules", "config", "envs", "profiles", "workflow", "benchmark", "src")
+PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "benchmark", "src")
 SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
 
 
@@ -46,7 +44,8 @@ def labels(n: int) -> list[str]:
 def fill_results(root: Path, names: list[str]) -> None:
     results = root / "results"
     configs = [BenchConfig(f"{SUITE}::TestX::test_x[{name}]", name) for name in names]
-    files = {"configs.tsv": format_table(configs), "benchmark_results.json": "[]",
+    write_configs(results / "configs.tsv", configs)
+    files = {"benchmark_results.json": "[]",
              "environment.json": "{}", "peak_bandwidth.json": "{}",
              "plots/latency.png": "", "plots/latency.html": "",
              "report/index.html": "", "report/summary.md": "", "benchmarks/report.tsv": ""}

@@ -4,38 +4,39 @@ rule peak_bandwidth:
     # Measured once per results folder (delete the file to measure again):
     # new records of the same device must not re-run every config's bandwidth.
     input:
-        records=ancient("results/benchmark_results.json"),
+        records=ancient(L.benchmark_results),
     output:
-        "results/peak_bandwidth.json",
+        L.peak,
     params:
         code=DIGEST["peak_bandwidth"],
     log:
-        "results/logs/peak_bandwidth.log",
+        L.log("peak_bandwidth"),
     benchmark:
-        "results/benchmarks/peak_bandwidth.tsv"
+        L.benchmark("peak_bandwidth")
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "python workflow/scripts/peak_bandwidth.py --records {input.records} --force"
+        "embprof peak-bandwidth --records {input.records} --force"
         " --out {output} > {log} 2>&1"
 
 
 rule bandwidth:
-    # Achieved GB/s and % of peak per op (formulas in config/bandwidth.yaml).
+    # Achieved GB/s and % of peak per op (formulas in the bandwidth table: config/bandwidth.yaml
+    # where the working directory has one, else the packaged default).
     input:
-        opcalls="results/opcalls/opcalls__{label}.csv",
-        record="results/timing/{label}.json",
-        peak="results/peak_bandwidth.json",
+        opcalls=L.opcalls(LABEL),
+        record=L.timing(LABEL),
+        peak=L.peak,
     output:
-        "results/bandwidth/bandwidth__{label}.csv",
+        L.bandwidth(LABEL),
     params:
         code=DIGEST["bandwidth"],
     log:
-        "results/logs/bandwidth/{label}.log",
+        L.log("bandwidth", LABEL),
     benchmark:
-        "results/benchmarks/bandwidth/{label}.tsv"
+        L.benchmark("bandwidth", LABEL)
     conda:
         "../envs/analysis.yaml"
     shell:
-        "python workflow/scripts/bandwidth.py {input.opcalls} --record {input.record}"
+        "embprof bandwidth {input.opcalls} --record {input.record}"
         " --peak {input.peak} --out {output} > {log} 2>&1"

@@ -1,19 +1,20 @@
 rule breakdown:
-    # Every kernel attributed to the op:* range that launched it (DESIGN.md).
+    # Every kernel attributed to the op:* range that launched it (DESIGN.md). Kernel
+    # categories: config/kernel_categories.yaml where the working directory has one,
+    # else the packaged default (the command's own default, so a re-run by hand agrees).
     input:
         trace=get_breakdown_trace,
-        categories=ancient("config/kernel_categories.yaml"),
     output:
-        opcalls="results/opcalls/opcalls__{label}.csv",
-        busy="results/opcalls/opcalls__{label}.busy.json",
+        opcalls=L.opcalls(LABEL),
+        busy=L.busy(LABEL),
     params:
+        out_dir=L.opcalls_dir,
         code=DIGEST["breakdown"],
     log:
-        "results/logs/breakdown/{label}.log",
+        L.log("breakdown", LABEL),
     benchmark:
-        "results/benchmarks/breakdown/{label}.tsv"
+        L.benchmark("breakdown", LABEL)
     conda:
         "../envs/analysis.yaml"
     shell:
-        "python workflow/scripts/breakdown.py {input.trace} --out-dir results/opcalls"
-        " --categories {input.categories} > {log} 2>&1"
+        "embprof breakdown {input.trace} --out-dir {params.out_dir} > {log} 2>&1"

@@ -1,18 +1,20 @@
 checkpoint collect:
     # Which configs exist is only known by asking pytest, so the DAG below it
     # is built after this has run (never at parse time).
+    localrule: True
     output:
-        table="results/configs.tsv",
+        table=L.configs,
     params:
         preset=config["preset"],
         selection=get_collect_options(),
+        suite=SUITE_ARG,
         code=DIGEST["measured"],
     log:
-        "results/logs/collect.log",
+        L.log("collect"),
     benchmark:
-        "results/benchmarks/collect.tsv"
+        L.benchmark("collect")
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "python workflow/scripts/collect.py --preset {params.preset}"
-        " {params.selection} --out {output.table} > {log} 2>&1"
+        "embprof collect --preset {params.preset} {params.selection} {params.suite}"
+        " --out {output.table} > {log} 2>&1"

@@ -1,81 +1,99 @@
-# Config validation, the profiler choice, wildcard constraints and every input
-# function. Nothing here imports torch or runs pytest: parsing stays cheap.
-import json
+# Config validation, the profiler choice, the results layout, wildcard constraints and every
+# input function. Nothing here imports torch or runs pytest: parsing stays cheap.
+#
+# Paths: the workflow's own files (the benchmark suite, the default config) are found from
+# this file, so the workflow runs from any working directory and as a Snakemake module;
+# what it writes goes to results/ under the working directory; the code the rules run is
+# the installed embprof package (the `embprof` command), found where Python imports it.
 import os
 import shlex
-import sys
 from functools import lru_cache
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+try:
+    import embprof
+except ImportError:
+    raise WorkflowError(
+        "the workflow's steps are the embprof command: install the package first "
+        "(pip install <this checkout>, or `make .venv/.installed` in it)"
+    ) from None
 
-from embprof.workflow.configs import code_digest, code_files, overrides_for, read_table
-from embprof.workflow.profiler import (
-    TRACE_SUFFIX,
-    ProfilerError,
-    find_nsys,
-    resolve_profiler,
-)
+from embprof.defaults import BANDWIDTH_TABLE, KERNEL_CATEGORIES, config_file
+from embprof.errors import ConfigError
+from embprof.results.configs import read_configs
+from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
+from embprof.results.steps import read_status
+from embprof.workflow.configs import code_digest, overrides_for
+from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
-from embprof.workflow.validation import ConfigError, validate_config
+from embprof.workflow.validation import validate_config
+
+# The checkout this workflow lives in: its benchmark suite is what the profiles run.
+WORKFLOW_ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent
+PACKAGE = Path(embprof.__file__).parent
+L = ResultsLayout("results")
 
 try:
-    validate_config(config, Path(workflow.basedir) / "config" / "schemas" / "config.schema.yaml")
+    validate_config(config)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
-
-put_interpreter_first_on_path()
-
 try:
     NSYS = find_nsys(config["nsys"]) if config["profiler"] != "torch" else None
     PROFILER = resolve_profiler(config["profiler"], NSYS)
-except ProfilerError as exc:
+except ConfigError as exc:
     raise WorkflowError(f"config: {exc}") from None
+
+put_interpreter_first_on_path()
 # Jobs started elsewhere (cluster nodes re-parse this file) resolve `auto` the same way.
 pin_profiler(PROFILER)
-TRACE = f"results/traces/{{label}}{TRACE_SUFFIX[PROFILER]}"
 if PROFILER == "nsys" and NSYS is None:
     NSYS = "nsys"  # not on this host's PATH; the job looks it up where it runs
 NSYS_ARG = f"--nsys {shlex.quote(NSYS)}" if NSYS else ""
+# Relative to the working directory, so that a checkout elsewhere with its results beside
+# it (same code, another path) re-runs nothing; "." when run from the checkout itself.
+SUITE_ARG = f"--suite-root {shlex.quote(os.path.relpath(WORKFLOW_ROOT))}"
+# Defaults ship with the package; the working directory's config/ overrides them (the
+# commands resolve the same files by themselves; the digests re-run on an edit).
+CATEGORIES = config_file(KERNEL_CATEGORIES)
+BANDWIDTH = config_file(BANDWIDTH_TABLE)
 
 # Code a step depends on. Rules take these digests as params: editing the code
-# re-runs them, while a fresh clone (same content, new mtimes) re-runs nothing.
-# The plotting rules also list their code files as ancient() inputs; the others
-# do not, as every input file costs each DAG pass a stat (dry-run speed).
+# re-runs them, while a fresh clone (same content, new mtimes, another path)
+# re-runs nothing. Paths are in the embprof package, except the measured code
+# (in the checkout). Neither code nor default files are inputs: their paths
+# differ between checkouts, and every input costs each DAG pass a stat.
+_BASE = ["__init__.py", "errors.py", "atomic.py", "labels.py", "results"]
+_FIGURES = ["plots", "pages"]
 CODE = {
-    "measured": ["benchmark", "src/dynemb"],
-    "breakdown": ["workflow/scripts/breakdown.py", "src/embprof/trace", "config/kernel_categories.yaml"],
-    "sunburst": ["workflow/scripts/sunburst.py", "src/embprof/plots", "src/embprof/report"],
-    "aggregate": ["workflow/scripts/aggregate.py", "src/embprof/report"],
-    "latency_plot": ["workflow/scripts/latency_plot.py", "src/embprof/plots", "src/embprof/report"],
-    "report": [
-        "workflow/scripts/report.py", "src/embprof/report", "src/embprof/plots", "src/embprof/bandwidth",
-    ],
-    "bandwidth": ["workflow/scripts/bandwidth.py", "src/embprof/bandwidth", "config/bandwidth.yaml"],
-    "peak_bandwidth": ["workflow/scripts/peak_bandwidth.py", "src/embprof/bandwidth/peak.py"],
+    "breakdown": [*_BASE, "cli/breakdown.py", "defaults.py", "trace"],
+    "sunburst": [*_BASE, "cli/sunburst.py", *_FIGURES],
+    "aggregate": [*_BASE, "cli/aggregate.py"],
+    "latency_plot": [*_BASE, "cli/latency_plot.py", *_FIGURES],
+    "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth"],
+    "bandwidth": [*_BASE, "cli/bandwidth.py", "defaults.py", "bandwidth"],
+    "peak_bandwidth": [*_BASE, "cli/peak_bandwidth.py", "bandwidth/peak.py"],
 }
-DIGEST = {step: code_digest(paths, root=workflow.basedir) for step, paths in CODE.items()}
+DIGEST = {step: code_digest(paths, root=PACKAGE) for step, paths in CODE.items()}
+DIGEST["measured"] = code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)
+# An overriding file re-runs its step as an edit of the code would.
+for _step, _file in (("breakdown", CATEGORIES), ("bandwidth", BANDWIDTH)):
+    DIGEST[_step] = f"{DIGEST[_step]}-{code_digest([_file.name], root=_file.parent)}"
 
 
 wildcard_constraints:
     label=r"T\d+_totalB\d+_D\d+_[A-Za-z0-9_.=-]+",
 
 
-@lru_cache(maxsize=None)
-def _code_files(step):
-    return tuple(code_files(CODE[step], root=workflow.basedir))
-
-
-def get_code_files(step):
-    """The code files of a step, as ancient() inputs: declared, but mtimes never re-run it."""
-    return [ancient(f) for f in _code_files(step)]
+def get_all_cores():
+    """Every core Snakemake was given (1 where none were: a report, a lint)."""
+    return workflow.resource_settings.cores or 1
 
 
 @lru_cache(maxsize=4)
 def _read_configs(path, mtime_ns):
-    return {c.label: c.test_id for c in read_table(path)}
+    return {c.label: c.test_id for c in read_configs(path)}
 
 
 def get_configs():
@@ -91,7 +109,7 @@ def get_labels():
 def get_test_id(wildcards):
     configs = get_configs()
     if wildcards.label not in configs:
-        raise WorkflowError(f"{wildcards.label} is not a config in results/configs.tsv")
+        raise WorkflowError(f"{wildcards.label} is not a config in {L.configs}")
     return configs[wildcards.label]
 
 
@@ -130,24 +148,27 @@ def get_timing_options(wildcards):
     return _options(get_run_settings(wildcards.label), "num_iterations")
 
 
+def get_trace():
+    return L.trace(LABEL, PROFILER)
+
+
 def get_breakdown_trace(wildcards):
     if PROFILER == "nsys":
-        return f"results/sqlite/{wildcards.label}.sqlite"
-    return TRACE.format(label=wildcards.label)
+        return L.sqlite(wildcards.label)
+    return L.trace(wildcards.label, PROFILER)
 
 
 def get_status(label):
     """The config's status (read once its checkpoint has run)."""
-    with open(checkpoints.status.get(label=label).output[0], encoding="utf-8") as handle:
-        return json.load(handle)
+    return read_status(checkpoints.status.get(label=label).output[0])
 
 
 def get_timing_files(wildcards):
-    return expand("results/timing/{label}.json", label=get_labels())
+    return [L.timing(label) for label in get_labels()]
 
 
 def get_status_files(wildcards):
-    return expand("results/status/{label}.json", label=get_labels())
+    return [L.status(label) for label in get_labels()]
 
 
 def get_per_op_outputs(wildcards):
@@ -164,9 +185,9 @@ def get_per_op_outputs(wildcards):
             if steps["timing"]["ok"]:
                 timed.append(label)
     return {
-        "opcalls": expand("results/opcalls/opcalls__{label}.csv", label=profiled),
-        "sunburst": expand("results/sunburst/{label}.{ext}", label=profiled, ext=["png", "html"]),
-        "bandwidth": expand("results/bandwidth/bandwidth__{label}.csv", label=timed),
+        "opcalls": [L.opcalls(label) for label in profiled],
+        "sunburst": [f(label) for label in profiled for f in (L.sunburst_png, L.sunburst_html)],
+        "bandwidth": [L.bandwidth(label) for label in timed],
     }
 
 
@@ -177,15 +198,15 @@ def get_measured_outputs(wildcards):
     return {
         "opcalls": per_op["opcalls"],
         "bandwidth": per_op["bandwidth"],
-        "results": "results/benchmark_results.json",
+        "results": L.benchmark_results,
         "status": get_status_files(wildcards),
-        "environment": "results/environment.json",
-        "peak": "results/peak_bandwidth.json",
+        "environment": L.environment,
+        "peak": L.peak,
     }
 
 
 def get_collect_options():
-    """The config's selection as collect.py options (-k expression, label substrings)."""
+    """The config's selection as `embprof collect` options (-k expression, label substrings)."""
     options = [shlex.quote(f"--select={config['select']}")] if config["select"] else []
     options += [shlex.quote(f"--label={s}") for s in config["labels"]]
     options += [shlex.quote(f"--extra-arg={arg}") for arg in SIZE_ARGS]
@@ -198,4 +219,5 @@ def get_compare_option(wildcards):
 
 
 def get_final_output():
-    return ["results/report/index.html", "results/report/summary.md"]
+    return [L.report_html, L.report_summary]
+

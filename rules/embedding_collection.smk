@@ -1,19 +1,20 @@
 # The multi-GPU EmbeddingCollection benchmark (issue 9) as a config family of
-# its own, read from config/embedding_collection.yaml; not part of all/report.
+# its own, read from config/embedding_collection.yaml (the working directory's,
+# else this checkout's); not part of all/report.
 #   snakemake --cores 1 embedding_collection
 import sys
-from pathlib import Path
 
-from snakemake.exceptions import WorkflowError
-
-sys.path.insert(0, str(Path(workflow.basedir)))
+sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package
 
 from benchmark.embedding_collection.family import FamilyError, load_family
 
+_EC_CONFIG = Path("config", "embedding_collection.yaml")
 try:
-    EC = load_family(Path(workflow.basedir) / "config" / "embedding_collection.yaml")
+    EC = load_family(_EC_CONFIG if _EC_CONFIG.is_file() else WORKFLOW_ROOT / _EC_CONFIG)
 except FamilyError as exc:
     raise WorkflowError(str(exc)) from None
+# The launcher runs in the checkout, so it is handed absolute paths (realpath).
+EC_LAUNCHER = shlex.quote(str(WORKFLOW_ROOT / "benchmark" / "benchmark_embedding_collection.sh"))
 
 
 wildcard_constraints:
@@ -22,70 +23,70 @@ wildcard_constraints:
 
 rule embedding_collection:
     input:
-        "results/embedding_collection/results.json",
-        expand("results/embedding_collection/opcalls/{ec_run}", ec_run=EC.runs if EC.profile else []),
+        L.ec_results,
+        [L.ec_opcalls(run) for run in (EC.runs if EC.profile else [])],
 
 
 rule ec_timing:
     # One timed run: every rank of one torchrun, one record.
     output:
-        "results/embedding_collection/timing/{ec_run}.json",
+        L.ec_timing(EC_RUN),
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
+        launcher=EC_LAUNCHER,
     log:
-        "results/logs/embedding_collection/timing/{ec_run}.log",
+        L.log("embedding_collection/timing", EC_RUN),
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "rm -f {output}.part && {params.env} benchmark/benchmark_embedding_collection.sh {params.args}"
-        " --results-file {output}.part > {log} 2>&1 && mv {output}.part {output} && rm -f {output}.part.lock"
+        "rm -f {output}.part && {params.env} {params.launcher} {params.args}"
+        " --results-file \"$(realpath -m {output:q}).part\" > {log} 2>&1 && mv {output}.part {output} && rm -f {output}.part.lock"
 
 
 rule ec_profile:
     # One profiled run: one Kineto trace per rank in the output folder (or a skip note).
     output:
-        directory("results/embedding_collection/traces/{ec_run}"),
+        directory(L.ec_traces(EC_RUN)),
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
+        launcher=EC_LAUNCHER,
     log:
-        "results/logs/embedding_collection/profile/{ec_run}.log",
+        L.log("embedding_collection/profile", EC_RUN),
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "{params.env} benchmark/benchmark_embedding_collection.sh {params.args}"
-        " --profile torch --trace-dir {output} > {log} 2>&1"
+        "{params.env} {params.launcher} {params.args}"
+        " --profile torch --trace-dir \"$(realpath -m {output:q})\" > {log} 2>&1"
 
 
 rule ec_breakdown:
     # Every rank's trace of a run into one per-op CSV (ranks merge by label); a
     # run whose baseline cannot run here has only its skip note, which is kept.
     input:
-        traces="results/embedding_collection/traces/{ec_run}",
-        categories=ancient("config/kernel_categories.yaml"),
+        traces=L.ec_traces(EC_RUN),
     output:
-        directory("results/embedding_collection/opcalls/{ec_run}"),
+        directory(L.ec_opcalls(EC_RUN)),
     log:
-        "results/logs/embedding_collection/breakdown/{ec_run}.log",
+        L.log("embedding_collection/breakdown", EC_RUN),
     conda:
         "../envs/analysis.yaml"
     shell:
         "if ls {input.traces}/*.kineto.json.gz > /dev/null 2>&1; then"
-        " python workflow/scripts/breakdown.py {input.traces}/*.kineto.json.gz --out-dir {output}"
-        " --categories {input.categories} > {log} 2>&1;"
+        " embprof breakdown {input.traces}/*.kineto.json.gz --out-dir {output} > {log} 2>&1;"
         " else mkdir -p {output} && cp {input.traces}/*.skipped.txt {output}/ 2> {log}; fi"
 
 
 rule ec_results:
     # Every run's record in one list.
     input:
-        expand("results/embedding_collection/timing/{ec_run}.json", ec_run=EC.runs),
+        [L.ec_timing(run) for run in EC.runs],
     output:
-        "results/embedding_collection/results.json",
+        L.ec_results,
     log:
-        "results/logs/embedding_collection/results.log",
+        L.log("embedding_collection/results"),
     conda:
         "../envs/analysis.yaml"
     shell:
-        "python workflow/scripts/embedding_collection_results.py {input} --out {output} > {log} 2>&1"
+        "embprof ec-results {input} --out {output} > {log} 2>&1"

@@ -1,16 +1,16 @@
 rule export:
     # nsys report -> SQLite, the format the breakdown reads (profiler: nsys only).
     input:
-        "results/traces/{label}.nsys-rep",
+        L.trace(LABEL, "nsys"),
     output:
-        "results/sqlite/{label}.sqlite",
+        L.sqlite(LABEL),
     params:
         nsys=NSYS_ARG,
     log:
-        "results/logs/export/{label}.log",
+        L.log("export", LABEL),
     benchmark:
-        "results/benchmarks/export/{label}.tsv"
+        L.benchmark("export", LABEL)
     conda:
         "../envs/analysis.yaml"
     shell:
-        "python workflow/scripts/export.py {params.nsys} {input} --out {output} > {log} 2>&1"
+        "embprof export {params.nsys} {input} --out {output} > {log} 2>&1"

@@ -3,24 +3,25 @@ rule profile:
     # trace and a failed step record; the status checkpoint then keeps the
     # per-op steps of that config out of the report's inputs.
     input:
-        table=ancient("results/configs.tsv"),
+        table=ancient(L.configs),
     output:
-        trace=TRACE,
-        record="results/steps/profile/{label}.json",
+        trace=get_trace(),
+        record=L.step("profile", LABEL),
     params:
         test_id=get_test_id,
         preset=config["preset"],
         profiler=PROFILER,
         nsys=NSYS_ARG,
         options=get_profile_options,
+        suite=SUITE_ARG,
         code=DIGEST["measured"],
     log:
-        "results/logs/profile/{label}.log",
+        L.log("profile", LABEL),
     benchmark:
-        "results/benchmarks/profile/{label}.tsv"
+        L.benchmark("profile", LABEL)
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "python workflow/scripts/profile.py --test-id {params.test_id:q} --label {wildcards.label}"
+        "embprof profile --test-id {params.test_id:q} --label {wildcards.label}"
         " --preset {params.preset} --profiler {params.profiler} {params.nsys} {params.options}"
-        " --trace {output.trace} --record {output.record} --log {log} > {log} 2>&1"
+        " --trace {output.trace} --record {output.record} --log {log} {params.suite} > {log} 2>&1"

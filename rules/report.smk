@@ -1,91 +1,103 @@
 checkpoint status:
     # One record per config: ok, or the step that failed with its log tail. A
     # checkpoint: what it says decides which per-op outputs the report needs.
+    localrule: True
     input:
-        profile="results/steps/profile/{label}.json",
-        timing="results/steps/timing/{label}.json",
+        profile=L.step("profile", LABEL),
+        timing=L.step("timing", LABEL),
     output:
-        "results/status/{label}.json",
+        L.status(LABEL),
     params:
         test_id=get_test_id,
     log:
-        "results/logs/status/{label}.log",
+        L.log("status", LABEL),
     benchmark:
-        "results/benchmarks/status/{label}.tsv"
+        L.benchmark("status", LABEL)
     conda:
         "../envs/analysis.yaml"
     shell:
-        "python workflow/scripts/status.py --label {wildcards.label} --test-id {params.test_id:q}"
+        "embprof status --label {wildcards.label} --test-id {params.test_id:q}"
         " {input.profile} {input.timing} --out {output} > {log} 2>&1"
 
 
 rule environment:
     # Device facts come from the timing records (written where the benchmark
     # ran, e.g. a cluster's GPU node); the rest from this host.
+    localrule: True
     input:
         timing=get_timing_files,
     output:
-        "results/environment.json",
+        L.environment,
     params:
         preset=config["preset"],
         profiler=PROFILER,
         nsys=NSYS_ARG,
     log:
-        "results/logs/environment.log",
+        L.log("environment"),
     benchmark:
-        "results/benchmarks/environment.tsv"
+        L.benchmark("environment")
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "python workflow/scripts/environment.py --preset {params.preset} --profiler {params.profiler}"
+        "embprof environment --preset {params.preset} --profiler {params.profiler}"
         " {params.nsys} --out {output} {input.timing} > {log} 2>&1"
 
 
 rule latency_plot:
+    localrule: True
     input:
-        results="results/benchmark_results.json",
-        code=get_code_files("latency_plot"),
+        results=L.benchmark_results,
     output:
-        png="results/plots/latency.png",
-        html="results/plots/latency.html",
+        png=report(
+            L.latency_png,
+            caption="../report/latency.rst",
+            category="Latency",
+            labels={"figure": "latency per iteration"},
+        ),
+        html=L.latency_html,
     params:
         code=DIGEST["latency_plot"],
     log:
-        "results/logs/latency_plot.log",
+        L.log("latency_plot"),
     benchmark:
-        "results/benchmarks/latency_plot.tsv"
+        L.benchmark("latency_plot")
     conda:
         "../envs/report.yaml"
     shell:
-        "python workflow/scripts/latency_plot.py --results {input.results}"
+        "embprof latency-plot --results {input.results}"
         " --png {output.png} --html {output.html} > {log} 2>&1"
 
 
 rule report:
+    # Reads the whole results folder (embprof.results.ResultsLayout); the inputs
+    # name what it reads so that Snakemake orders and re-runs it.
+    localrule: True
     input:
         unpack(get_per_op_outputs),
-        results="results/benchmark_results.json",
-        configs="results/configs.tsv",
-        latency="results/plots/latency.html",
+        results=L.benchmark_results,
+        configs=L.configs,
+        latency=L.latency_html,
         status=get_status_files,
-        environment="results/environment.json",
-        peak="results/peak_bandwidth.json",
-        code=get_code_files("report"),
+        environment=L.environment,
+        peak=L.peak,
     output:
-        html="results/report/index.html",
-        summary="results/report/summary.md",
+        html=report(
+            L.report_html,
+            caption="../report/report.rst",
+            category="Report",
+            labels={"page": "latency report"},
+        ),
+        summary=L.report_summary,
     params:
+        results_dir=L.root,
         compare=get_compare_option,
         code=DIGEST["report"],
     log:
-        "results/logs/report.log",
+        L.log("report"),
     benchmark:
-        "results/benchmarks/report.tsv"
+        L.benchmark("report")
     conda:
         "../envs/report.yaml"
     shell:
-        "python workflow/scripts/report.py --results {input.results} --configs {input.configs}"
-        " --opcalls-dir results/opcalls --sunburst-dir results/sunburst"
-        " --latency-html {input.latency} --status-dir results/status"
-        " --environment {input.environment} --bandwidth-dir results/bandwidth --peak {input.peak}"
-        " {params.compare} --out-dir results/report > {log} 2>&1"
+        "embprof report --results-dir {params.results_dir} {params.compare}"
+        " --out-dir {params.results_dir}/report > {log} 2>&1"

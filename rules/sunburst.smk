@@ -1,18 +1,22 @@
 rule sunburst:
     input:
-        opcalls="results/opcalls/opcalls__{label}.csv",
-        code=get_code_files("sunburst"),
+        opcalls=L.opcalls(LABEL),
     output:
-        png="results/sunburst/{label}.png",
-        html="results/sunburst/{label}.html",
+        png=report(
+            L.sunburst_png(LABEL),
+            caption="../report/sunburst.rst",
+            category="Per-config breakdowns",
+            labels={"config": "{label}", "figure": "sunburst"},
+        ),
+        html=L.sunburst_html(LABEL),
     params:
         code=DIGEST["sunburst"],
     log:
-        "results/logs/sunburst/{label}.log",
+        L.log("sunburst", LABEL),
     benchmark:
-        "results/benchmarks/sunburst/{label}.tsv"
+        L.benchmark("sunburst", LABEL)
     conda:
         "../envs/report.yaml"
     shell:
-        "python workflow/scripts/sunburst.py --opcalls {input.opcalls}"
+        "embprof sunburst --opcalls {input.opcalls}"
         " --png {output.png} --html {output.html} > {log} 2>&1"

@@ -2,40 +2,42 @@ rule timing:
     # The normal timed run, apart from profiling so that no profiler overhead
     # enters a latency; it takes every core, so nothing runs beside it.
     input:
-        table=ancient("results/configs.tsv"),
+        table=ancient(L.configs),
     output:
-        timing="results/timing/{label}.json",
-        record="results/steps/timing/{label}.json",
+        timing=L.timing(LABEL),
+        record=L.step("timing", LABEL),
     params:
         test_id=get_test_id,
         preset=config["preset"],
         options=get_timing_options,
+        suite=SUITE_ARG,
         code=DIGEST["measured"],
-    threads: workflow.cores
+    threads: get_all_cores()
     log:
-        "results/logs/timing/{label}.log",
+        L.log("timing", LABEL),
     benchmark:
-        "results/benchmarks/timing/{label}.tsv"
+        L.benchmark("timing", LABEL)
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "python workflow/scripts/timing.py --test-id {params.test_id:q} --label {wildcards.label}"
+        "embprof timing --test-id {params.test_id:q} --label {wildcards.label}"
         " --preset {params.preset} {params.options}"
-        " --out {output.timing} --record {output.record} --log {log} > {log} 2>&1"
+        " --out {output.timing} --record {output.record} --log {log} {params.suite} > {log} 2>&1"
 
 
 rule aggregate:
+    localrule: True
     input:
         timing=get_timing_files,
     output:
-        "results/benchmark_results.json",
+        L.benchmark_results,
     params:
         code=DIGEST["aggregate"],
     log:
-        "results/logs/aggregate.log",
+        L.log("aggregate"),
     benchmark:
-        "results/benchmarks/aggregate.tsv"
+        L.benchmark("aggregate")
     conda:
-        "../envs/report.yaml"
+        "../envs/analysis.yaml"
     shell:
-        "python workflow/scripts/aggregate.py --out {output} {input.timing} > {log} 2>&1"
+        "embprof aggregate --out {output} {input.timing} > {log} 2>&1"

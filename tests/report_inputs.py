@@ -13,6 +13,7 @@ import pandas as pd
 
 from embprof.labels import make_label, parse_label
 from embprof.report.build import ReportInputs
+from embprof.results.layout import ResultsLayout
 
 COLUMNS = [
     "backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter",
@@ -88,20 +89,9 @@ ENVIRONMENT = {
 FAILED_TAIL = "Traceback (most recent call last):\n  File \"profile.py\", line 3\nRuntimeError: CUDA out of memory while profiling"
 
 
-def report_inputs(root: Path, out: Path | None = None, **optional: Path | None) -> ReportInputs:
-    """The report's inputs as the workflow lays them out under ``root`` (a results/ folder), the report
-    written to ``out`` (default ``root/report``); ``optional``: ``compare_to``, ``bandwidth_dir``, ``peak``."""
-    return ReportInputs(
-        results=root / "benchmark_results.json",
-        configs=root / "configs.tsv",
-        opcalls_dir=root / "opcalls",
-        sunburst_dir=root / "sunburst",
-        latency_html=root / "plots" / "latency.html",
-        status_dir=root / "status",
-        environment=root / "environment.json",
-        out_dir=out or root / "report",
-        **optional,
-    )
+def report_inputs(root: Path, out: Path | None = None, compare_to: Path | None = None) -> ReportInputs:
+    """The report of the results folder ``root``, written to ``out`` (default ``root/report``)."""
+    return ReportInputs(ResultsLayout(root), out or root / "report", compare_to)
 
 
 def write_results(root: Path, *, scale: float = 1.0, failed: str | None = LABELS[3],

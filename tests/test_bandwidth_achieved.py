@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from embprof.bandwidth.achieved import COLUMNS, achieved_bandwidth
-from embprof.bandwidth.table import DEFAULT_TABLE, TableError, load_table
+from embprof.bandwidth.table import DEFAULT_TABLE, load_table
+from embprof.errors import ContractError
 
 TABLE = load_table()
 ROW = 64 * 4
@@ -125,14 +126,14 @@ def test_unknown_optimizer_blanks_only_the_update() -> None:
 
 
 def test_bad_csv_is_an_error() -> None:
-    with pytest.raises(TableError, match="avg_ms_per_iter"):
+    with pytest.raises(ContractError, match="avg_ms_per_iter"):
         achieved_bandwidth(
             pd.DataFrame({"backend": ["dyn"], "phase": ["forward"], "op": ["x"]}),
             RECORD,
             TABLE,
             None,
         )
-    with pytest.raises(TableError, match="not non-negative"):
+    with pytest.raises(ContractError, match="not non-negative"):
         achieved_bandwidth(_opcalls([("dyn", "forward", "", "x", -1.0)]), RECORD, TABLE, None)
 
 

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from embprof.bandwidth.peak import FIELDS, PeakError, measure_peak, read_peak, write_peak
+from embprof.bandwidth.peak import PeakError, measure_peak
+from embprof.cli import main
+from embprof.errors import ContractError
+from embprof.results.peak import FIELDS, read_peak, write_peak
 
-SCRIPT = Path(__file__).resolve().parents[1] / "workflow" / "scripts" / "peak_bandwidth.py"
-_spec = importlib.util.spec_from_file_location("peak_bandwidth_script", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(script)
+
+def peak_bandwidth(*args: str) -> int:
+    return main(["peak-bandwidth", *args])
 
 
 def test_cpu_copy_is_measured() -> None:
@@ -33,13 +33,13 @@ def test_round_trip_and_malformed_files(tmp_path: Path) -> None:
     assert set(json.loads(path.read_text())) == set(FIELDS)
     assert read_peak(path) == peak
     path.write_text(json.dumps({"device": "cpu"}))
-    with pytest.raises(PeakError, match="needs the fields"):
+    with pytest.raises(ContractError, match="needs the fields"):
         read_peak(path)
     path.write_text(json.dumps(json.loads(json.dumps(peak.__dict__)) | {"peak_gbps": -1}))
-    with pytest.raises(PeakError, match="positive"):
+    with pytest.raises(ContractError, match="positive"):
         read_peak(path)
     path.write_text("{")
-    with pytest.raises(PeakError, match="not JSON"):
+    with pytest.raises(ContractError, match="not valid JSON"):
         read_peak(path)
 
 
@@ -53,13 +53,13 @@ def test_bad_arguments() -> None:
 def test_script_measures_then_reuses(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "peak_bandwidth.json"
     args = ["--out", str(out), "--device", "cpu", "--size-mib", "8", "--repeats", "2"]
-    assert script.main(args) == 0
+    assert peak_bandwidth(*args) == 0
     first = out.read_text()
     assert json.loads(first)["source"] == "measured"
-    assert script.main(args) == 0
+    assert peak_bandwidth(*args) == 0
     assert out.read_text() == first
     assert "re-used" in capsys.readouterr().err
-    assert script.main([*args, "--force"]) == 0
+    assert peak_bandwidth(*args, "--force") == 0
     assert "wrote" in capsys.readouterr().err
 
 
@@ -72,7 +72,7 @@ def test_script_uses_the_datasheet_for_an_absent_gpu(
         json.dumps([{"label": "a", "device": "cuda:0", "gpu_name": "NVIDIA H200"}] * 2)
     )
     out = tmp_path / "peak_bandwidth.json"
-    assert script.main(["--out", str(out), "--records", str(records)]) == 0
+    assert peak_bandwidth("--out", str(out), "--records", str(records)) == 0
     peak = read_peak(out)
     assert (peak.device, peak.name, peak.peak_gbps, peak.source) == (
         "cuda:0",
@@ -86,10 +86,10 @@ def test_script_uses_the_datasheet_for_an_absent_gpu(
         json.dumps([{"label": "a", "device": "cuda:0", "gpu_name": "Unheard-of GPU"}])
     )
     other = tmp_path / "other.json"
-    assert script.main(["--out", str(other), "--records", str(records)]) == 1
+    assert peak_bandwidth("--out", str(other), "--records", str(records)) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (
-        "peak_bandwidth.py: error: cannot measure 'Unheard-of GPU' here and config/bandwidth.yaml"
+        "embprof peak-bandwidth: error: cannot measure 'Unheard-of GPU' here and the bandwidth table"
         " has no datasheet entry for it"
     )
     assert not other.exists() and not list(tmp_path.glob(".other.json*"))
@@ -100,7 +100,7 @@ def test_script_measures_here_when_no_record_says_where(tmp_path: Path) -> None:
     records.write_text("[]")  # every config's timing failed
     out = tmp_path / "peak_bandwidth.json"
     args = ["--out", str(out), "--records", str(records), "--device", "cpu", "--size-mib", "4"]
-    assert script.main([*args, "--repeats", "1"]) == 0
+    assert peak_bandwidth(*args, "--repeats", "1") == 0
     assert read_peak(out).source == "measured" and read_peak(out).device == "cpu"
 
 
@@ -111,8 +111,8 @@ def test_script_rejects_mixed_devices_and_absent_cuda(
     records.write_text(
         json.dumps([{"device": "cpu"}, {"device": "cuda:0", "gpu_name": "NVIDIA H200"}])
     )
-    assert script.main(["--out", str(tmp_path / "p.json"), "--records", str(records)]) == 1
+    assert peak_bandwidth("--out", str(tmp_path / "p.json"), "--records", str(records)) == 1
     assert "several devices" in capsys.readouterr().err
     if not torch.cuda.is_available():
-        assert script.main(["--out", str(tmp_path / "p.json"), "--device", "cuda"]) == 1
+        assert peak_bandwidth("--out", str(tmp_path / "p.json"), "--device", "cuda") == 1
         assert "CUDA is not available" in capsys.readouterr().err

@@ -1,28 +1,22 @@
 """The report shows bandwidth: GB/s and % of peak in every legend table, and the % of peak chart.
 
-The bandwidth CSVs come from the real bandwidth script run on each config's
+The bandwidth CSVs come from the real `embprof bandwidth` run on each config's
 per-op CSV and record (tests/report_inputs.py), the peak from a real CPU copy.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 from report_inputs import LABELS, report_inputs, write_results
 
-from embprof.bandwidth.peak import measure_peak, write_peak
+from embprof.bandwidth.peak import measure_peak
+from embprof.cli import main
 from embprof.report.build import build_report
+from embprof.results.peak import write_peak
 
-ROOT = Path(__file__).resolve().parents[1]
-_spec = importlib.util.spec_from_file_location(
-    "bandwidth_script", ROOT / "workflow" / "scripts" / "bandwidth.py"
-)
-assert _spec is not None and _spec.loader is not None
-bandwidth_script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bandwidth_script)
 FAILED = LABELS[3]
 pytestmark = pytest.mark.slow  # builds a whole report (kaleido PNGs)
 
@@ -38,8 +32,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
             (root / "benchmark_results.json").read_text()
         )
         assert (
-            bandwidth_script.main(
+            main(
                 [
+                    "bandwidth",
                     str(root / "opcalls" / f"opcalls__{label}.csv"),
                     "--record",
                     str(root / "timing" / f"{label}.json"),
@@ -51,7 +46,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
             )
             == 0
         )
-    return build_report(report_inputs(root, bandwidth_dir=root / "bandwidth", peak=root / "peak_bandwidth.json"))
+    return build_report(report_inputs(root))
 
 
 def _tables(html: str, article_id: str) -> list[str]:

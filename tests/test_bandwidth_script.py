@@ -1,4 +1,4 @@
-"""workflow/scripts/bandwidth.py end to end, on a per-op CSV made from a real profiler trace.
+"""`embprof bandwidth` end to end, on a per-op CSV made from a real profiler trace.
 
 The CSV holds the TBE kernels of a real TorchRec DLRM step (Kineto trace from
 8 A100s, rank 3; tests/data/kineto) in the breakdown's format: TBE runs under no
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import gzip
-import importlib.util
 import json
 import subprocess
 import sys
@@ -19,15 +18,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from embprof.bandwidth.peak import datasheet_peak, write_peak
+from embprof.bandwidth.peak import datasheet_peak
 from embprof.bandwidth.table import load_table
+from embprof.cli import main
+from embprof.results.peak import write_peak
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "workflow" / "scripts" / "bandwidth.py"
-_spec = importlib.util.spec_from_file_location("bandwidth_script", SCRIPT)
-assert _spec is not None and _spec.loader is not None
-script = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(script)
 TRACE = ROOT / "tests" / "data" / "kineto" / "hta_torchrec_dlrm_a100_rank3.json.gz"
 LABEL = "T8_totalB4096_D128_rowwise_adagrad_gpu_pool=sum_cap=1M"
 RECORD = {
@@ -103,7 +99,7 @@ def inputs(tmp_path: Path) -> dict[str, Path]:
 
 def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(SCRIPT), *map(str, args)],
+        [sys.executable, "-m", "embprof", "bandwidth", *map(str, args)],
         cwd=cwd,
         capture_output=True,
         text=True,
@@ -156,10 +152,10 @@ def test_end_to_end_on_real_tbe_kernels(inputs: dict[str, Path]) -> None:
     ("change", "message"),
     [
         ("no_record", "no record with label"),
-        ("bad_csv", "not a per-op CSV"),
-        ("missing_column", "lacks column(s): avg_ms_per_iter"),
-        ("bad_peak", "not JSON"),
-        ("bad_name", "cannot tell the label"),
+        ("bad_csv", "empty file"),
+        ("missing_column", "missing column(s) avg_ms_per_iter"),
+        ("bad_peak", "not valid JSON"),
+        ("bad_name", "cannot tell the config label"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(
@@ -178,11 +174,11 @@ def test_bad_input_is_one_line_and_writes_nothing(
         opcalls = opcalls.rename(opcalls.with_name("breakdown.csv"))
     out = cwd / "bw.csv"
     assert (
-        script.main([str(opcalls), "--record", str(record), "--peak", str(peak), "--out", str(out)])
+        main(["bandwidth", str(opcalls), "--record", str(record), "--peak", str(peak), "--out", str(out)])
         == 1
     )
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("bandwidth.py: error: ") and message in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("embprof bandwidth: error: ") and message in lines[0]
     assert not out.exists() and not list(cwd.glob(".bw.csv*"))
 
 
@@ -192,7 +188,7 @@ def test_failed_timing_run_writes_empty_bandwidth(
     inputs["record"].write_text("[]")
     out = inputs["dir"] / "bw.csv"
     args = [str(inputs["opcalls"]), "--record", str(inputs["record"]), "--out", str(out)]
-    assert script.main(args) == 0
+    assert main(["bandwidth", *args]) == 0
     frame = pd.read_csv(out)
     assert len(frame) == len(pd.read_csv(inputs["opcalls"])) and frame["achieved_gbps"].isna().all()
     assert "timing run failed" in capsys.readouterr().err
@@ -210,7 +206,7 @@ def test_peak_of_another_device_gives_no_pct(
         str(inputs["peak"]),
     ]
     inputs["record"].write_text(json.dumps(RECORD | {"gpu_name": "NVIDIA H200"}))
-    assert script.main([*args, "--out", str(out)]) == 0
+    assert main(["bandwidth", *args, "--out", str(out)]) == 0
     frame = pd.read_csv(out)
     assert frame["achieved_gbps"].notna().sum() == 6 and frame["pct_of_peak"].isna().all()
     assert (
@@ -218,6 +214,6 @@ def test_peak_of_another_device_gives_no_pct(
         in (capsys.readouterr().err)
     )
     inputs["record"].write_text(json.dumps(RECORD | {"device": "cpu", "gpu_name": None}))
-    assert script.main([*args, "--out", str(out)]) == 0
+    assert main(["bandwidth", *args, "--out", str(out)]) == 0
     assert pd.read_csv(out)["pct_of_peak"].isna().all()
     assert "the peak is for cuda:0, the config ran on cpu" in capsys.readouterr().err

@@ -8,17 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from embprof.bandwidth.achieved import COLUMNS
-from embprof.bandwidth.peak import Peak
-from embprof.bandwidth.view import (
-    BandwidthFileError,
-    bandwidth_csv,
-    load_bandwidth_dir,
-    pct_of_peak_figure,
-    per_op_pct,
-    read_bandwidth,
-    with_bandwidth,
-)
+from embprof.bandwidth.view import pct_of_peak_figure, per_op_pct, with_bandwidth
+from embprof.errors import ContractError
+from embprof.results.bandwidth import COLUMNS, read_bandwidth, read_bandwidth_of
+from embprof.results.layout import ResultsLayout
+from embprof.results.peak import Peak
 
 PEAK = Peak("cuda:0", "NVIDIA H200", 4000.0, "measured", "copy", "2026-01-01T00:00:00+00:00")
 LABEL_A = "T2_totalB1024_D16_adam_gpu_pool=none_cap=1K"
@@ -99,13 +93,15 @@ def test_chart_has_a_cell_per_config_and_op() -> None:
 
 
 def test_files_round_trip_and_bad_files(tmp_path: Path) -> None:
-    BW.to_csv(bandwidth_csv(tmp_path, LABEL_A), index=False)
-    loaded = load_bandwidth_dir(tmp_path, [LABEL_A, LABEL_B])
+    layout = ResultsLayout(tmp_path)
+    layout.bandwidth_dir.mkdir()
+    BW.to_csv(layout.bandwidth(LABEL_A), index=False)
+    loaded = read_bandwidth_of(layout, [LABEL_A, LABEL_B])
     assert list(loaded) == [LABEL_A]
     pd.testing.assert_frame_equal(
         loaded[LABEL_A].drop(columns="parent_stages"), BW.drop(columns="parent_stages")
     )
     bad = tmp_path / "bad.csv"
     bad.write_text("backend,op\ndyn,x\n")
-    with pytest.raises(BandwidthFileError, match="lacks column"):
+    with pytest.raises(ContractError, match="lacks column"):
         read_bandwidth(bad)

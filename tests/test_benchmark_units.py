@@ -17,8 +17,9 @@ if str(ROOT) not in sys.path:  # the suite lives in benchmark/, a package beside
 from benchmark.configs import PRESETS, per_table_cap, suite_configs  # noqa: E402
 from benchmark.datagen import generate_batches, powlaw_ids  # noqa: E402
 from benchmark.ncu import parse_iterations  # noqa: E402
-from benchmark.results import RESULT_FIELDS, ResultsFileError, append_record, read_records  # noqa: E402
+from benchmark.results import RESULT_FIELDS, append_record, read_records  # noqa: E402
 from benchmark.runner import check_outputs  # noqa: E402
+from embprof.errors import ContractError  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -146,15 +147,16 @@ def test_concurrent_appends_lose_nothing(tmp_path: Path) -> None:
 def test_bad_results_file_and_bad_record(tmp_path: Path) -> None:
     path = tmp_path / "r.json"
     path.write_text('{"not": "a list"}')
-    with pytest.raises(ResultsFileError, match="not a list"):
+    path.write_text('"not a list"')
+    with pytest.raises(ContractError, match="list of record objects"):
         append_record(path, _record("x"))
     path.write_text("[1, 2")
-    with pytest.raises(ResultsFileError, match="not valid JSON"):
+    with pytest.raises(ContractError, match="not valid JSON"):
         append_record(path, _record("x"))
     path.write_text("")
     append_record(path, _record("x"))
     assert json.loads(path.read_text())[0]["label"] == "x"
-    with pytest.raises(ValueError, match="missing"):
+    with pytest.raises(ContractError, match="missing"):
         append_record(path, {"label": "y"})
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 import sqlite3
@@ -14,12 +13,10 @@ import pandas as pd
 import pytest
 from test_breakdown_reference import assert_matches, expected, raw_from_kineto, raw_from_sqlite
 
-from embprof.trace import (
-    CSV_COLUMNS,
-    breakdown,
-    read_opcalls_csv,
-    run_breakdown,
-)
+from embprof.cli import main as embprof
+from embprof.results.opcalls import COLUMNS as CSV_COLUMNS
+from embprof.results.opcalls import read_opcalls as read_opcalls_csv
+from embprof.trace import breakdown, run_breakdown
 from embprof.trace.categories import load_categories
 from embprof.trace.names import short_kernel_name
 
@@ -30,23 +27,19 @@ H200_REP = DATA / "nsys" / "h200_torch_nvtx_nsys2025.3.nsys-rep"
 H100X2 = DATA / "nsys" / "nsysai_h100_2gpu_nsys2026.2.sqlite"
 RTX = DATA / "nsys" / "nsysai_rtx3080_nsys2026.1.sqlite"
 HTA = DATA / "kineto" / "hta_torchrec_dlrm_a100_rank3.json.gz"
-SCRIPT = ROOT / "workflow" / "scripts" / "breakdown.py"
 LABEL = "T3_totalB12_D8_sgd_caching_pool=none_cap=1K"
 CATS = load_categories()
 
 
 def run_cli(*args: str | Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True, env=env)
+    """`embprof breakdown` in a process of its own, as the rule runs it."""
+    command = [sys.executable, "-m", "embprof", "breakdown", *map(str, args)]
+    return subprocess.run(command, capture_output=True, text=True, env=env)
 
 
-def _load_main():
-    spec = importlib.util.spec_from_file_location("breakdown_script", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main
-
-
-main = _load_main()  # the script's entry point, run in-process where a fresh interpreter adds nothing
+def main(argv: list[str]) -> int:
+    """`embprof breakdown` in this process, where a fresh interpreter adds nothing."""
+    return embprof(["breakdown", *argv])
 
 
 # ---- real traces against the reference ----
@@ -284,7 +277,7 @@ def test_bad_input(tmp_path, case, good_trace, monkeypatch, capsys):
     assert main([str(good_trace), str(path), "--out-dir", str(out), *extra]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1, lines
-    assert lines[0].startswith(f"breakdown: {path}: ")
+    assert lines[0].startswith(f"embprof breakdown: error: {path}: ")
     assert message in lines[0]
     assert not out.exists() or list(out.iterdir()) == []
 
@@ -316,7 +309,7 @@ def test_bad_categories_file(tmp_path, good_trace, capsys):
     out = tmp_path / "out"
     assert main([str(good_trace), "--categories", str(cats), "--out-dir", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"breakdown: {cats}: bad kernel categories file")
+    assert len(err) == 1 and err[0].startswith(f"embprof breakdown: error: {cats}: bad kernel categories file")
     assert not out.exists()
 
 

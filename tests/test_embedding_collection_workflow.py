@@ -1,4 +1,4 @@
-"""The EmbeddingCollection family in the workflow: what a dry run plans, and the record merge script.
+"""The EmbeddingCollection family in the workflow: what a dry run plans, and `embprof ec-results`.
 
 A full run of the family (four torchruns timed, four profiled) takes minutes
 on a 2-core machine; it was run by hand (README). Here Snakemake's dry run,
@@ -22,8 +22,8 @@ from benchmark.embedding_collection.records import append_record
 from benchmark.embedding_collection.run import Rank, base_record
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("Snakefile", "rules", "config", "envs", "profiles", "workflow", "benchmark", "src")
-MERGE = REPO / "workflow" / "scripts" / "embedding_collection_results.py"
+PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "benchmark", "src")
+MERGE = [sys.executable, "-m", "embprof", "ec-results"]
 
 
 def copy_workflow(dst: Path) -> Path:
@@ -62,7 +62,7 @@ def test_merge_script_joins_run_records_and_refuses_bad_input(tmp_path: Path) ->
         paths.append(path)
     out = tmp_path / "all" / "results.json"
     done = subprocess.run(
-        [sys.executable, str(MERGE), *map(str, paths), "--out", str(out)],
+        [*MERGE, *map(str, paths), "--out", str(out)],
         capture_output=True,
         text=True,
         check=False,
@@ -73,7 +73,7 @@ def test_merge_script_joins_run_records_and_refuses_bad_input(tmp_path: Path) ->
     bad = tmp_path / "bad.json"
     bad.write_text('[{"label": "x"}]')
     done = subprocess.run(
-        [sys.executable, str(MERGE), str(bad), "--out", str(out)],
+        [*MERGE, str(bad), "--out", str(out)],
         capture_output=True,
         text=True,
         check=False,

@@ -55,11 +55,11 @@ def test_sunburst_script_without_a_browser_fails_cleanly_and_writes_nothing(tmp_
     opcalls_frame().to_csv(csv, index=False)
     png, html = tmp_path / "s.png", tmp_path / "s.html"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "workflow" / "scripts" / "sunburst.py"),
+        [sys.executable, "-m", "embprof", "sunburst",
          "--opcalls", str(csv), "--png", str(png), "--html", str(html)],
         capture_output=True, text=True, timeout=120,
         env={"PATH": "/usr/bin:/bin", "BROWSER_PATH": str(tmp_path / "no-chromium")},
     )
     assert proc.returncode == 1
-    assert proc.stderr.strip() == f"sunburst.py: error: BROWSER_PATH='{tmp_path / 'no-chromium'}' is not an executable file"
+    assert proc.stderr.strip() == f"embprof sunburst: error: BROWSER_PATH='{tmp_path / 'no-chromium'}' is not an executable file"
     assert not png.exists() and not html.exists()

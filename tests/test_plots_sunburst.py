@@ -16,7 +16,8 @@ from embprof.plots.sunburst import (
     sunburst_figure,
     sunburst_nodes,
 )
-from embprof.report.load import read_busy, read_opcalls
+from embprof.results.busy import read_busy
+from embprof.results.opcalls import read_opcalls
 
 REAL_TRACE = Path(__file__).parent / "data" / "nsys" / "h200_torch_nvtx_nsys2025.3.sqlite"
 

@@ -10,13 +10,13 @@ import pytest
 from browser_check import open_page
 from report_inputs import LABELS, opcalls_frame, record, report_inputs, write_results
 
+from embprof.pages.html import figure_page, legend_items
+from embprof.pages.legend import config_legends
 from embprof.plots.export import find_browser
 from embprof.plots.figures import figure_div
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure
 from embprof.report.build import build_report
-from embprof.report.html import figure_page, legend_items
-from embprof.report.tables import config_legends
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

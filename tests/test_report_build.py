@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from html import unescape
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from embprof.plots.figures import plotly_js
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
 from embprof.report.build import build_report
-from embprof.report.load import read_opcalls, read_results
+from embprof.results.opcalls import read_opcalls
+from embprof.results.records import read_results
 
 # Builds real reports and renders PNGs through kaleido (a few seconds each).
 pytestmark = pytest.mark.slow
@@ -180,20 +182,21 @@ def test_compare_to_a_previous_results_folder(results, tmp_path):
 def test_bandwidth_view_adds_legend_columns_and_a_chart(results, tmp_path):
     """Bandwidth CSVs made by the bandwidth code from the same per-op rows and records."""
     from embprof.bandwidth.achieved import achieved_bandwidth
-    from embprof.bandwidth.peak import Peak, write_peak
     from embprof.bandwidth.table import load_table
+    from embprof.results.peak import Peak, write_peak
 
     table = load_table()
+    results = Path(shutil.copytree(results, tmp_path / "results"))
     records = {r["label"]: r for r in read_results(results / "benchmark_results.json")}
-    bandwidth = tmp_path / "bandwidth"
+    bandwidth = results / "bandwidth"
     bandwidth.mkdir()
     for label in LABELS[:2]:
         frame = read_opcalls(results / "opcalls" / f"opcalls__{label}.csv")
         rows, _ = achieved_bandwidth(frame, records[label], table, peak_gbps=8.0)
         rows.to_csv(bandwidth / f"bandwidth__{label}.csv", index=False)
-    peak = tmp_path / "peak_bandwidth.json"
+    peak = results / "peak_bandwidth.json"
     write_peak(Peak("cpu", "AMD EPYC 7B13", 8.0, "measured", "copy of 512 MiB", "2026-11-30"), peak)
-    out = build_report(report_inputs(results, tmp_path / "report", bandwidth_dir=bandwidth, peak=peak))
+    out = build_report(report_inputs(results, tmp_path / "report"))
 
     html = out.read_text()
     chart = unescape(section(html, "bandwidth"))
@@ -201,7 +204,7 @@ def test_bandwidth_view_adds_legend_columns_and_a_chart(results, tmp_path):
     assert (out.parent / "figures" / "bandwidth.png").read_bytes()[:8] == PNG_MAGIC
     legends = section(html, "breakdowns")
     assert legends.count('<th class="num">GB/s</th>') == legends.count('<table class="legend">')
-    # % of iter, then GB/s and % of peak, for the ops config/bandwidth.yaml has a formula for
+    # % of iter, then GB/s and % of peak, for the ops the bandwidth table has a formula for
     cell = r'<td class="num">{}</td>'
     pattern = cell.format(r"[0-9.]+%") + cell.format(r"([0-9][0-9,.]*)") + cell.format(r"[0-9.]+%")
     with_rates = re.findall(pattern, legends)

@@ -12,8 +12,8 @@ import pytest
 from report_inputs import LABELS, write_results
 
 from embprof.report.checks import against_reference, checks_markdown, consistency, overhead
-from embprof.report.load import read_results
-from embprof.trace.pipeline import RANGE_RULE
+from embprof.results.busy import RANGE_RULE
+from embprof.results.records import read_results
 
 
 def _with_walls(root: Path, label: str, walls: dict[str, float], rule: str | None = None) -> None:
@@ -65,10 +65,10 @@ def test_markdown_and_cli(tmp_path: Path) -> None:
     text = checks_markdown(root)
     assert "11 of 11 within 5%" in text and "| reference_h100 |" in text
     out = tmp_path / "CHECKS.md"
-    done = subprocess.run([sys.executable, "-m", "embprof.report.checks", str(root), "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "embprof", "checks", str(root), "--out", str(out)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0 and out.read_text() == text
-    bad = subprocess.run([sys.executable, "-m", "embprof.report.checks", str(tmp_path / "nowhere")],
+    bad = subprocess.run([sys.executable, "-m", "embprof", "checks", str(tmp_path / "nowhere")],
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 1
-    assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("checks: error:")
+    assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("embprof checks: error:")

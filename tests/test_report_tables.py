@@ -7,7 +7,8 @@ import math
 import pytest
 from report_inputs import LABELS, opcalls_frame, record
 
-from embprof.report.tables import HEADLINE_VIEW, fmt_ms, headline, ratio, to_cells, top_ops
+from embprof.pages.cells import fmt_ms, to_cells
+from embprof.report.tables import HEADLINE_VIEW, headline, ratio, top_ops
 
 
 def test_headline_ratios_and_failed_or_missing_configs():

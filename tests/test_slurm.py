@@ -31,6 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 CLUSTER_SCRIPTS = REPO / "tests" / "slurm"
 PROFILE_DIR = REPO / "profiles" / "slurm"
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+# The executor plugin, installed apart from the venv (`make slurm`) so that only SLURM runs load it.
+SLURM_PLUGIN = Path(sys.prefix) / "slurm"
 CLUSTER_LOCK = "/tmp/embprof-slurm.lock"
 # Test-only: short jobs need no 40 s grace before the first status check.
 TEST_ONLY_ARGS = ["--slurm-init-seconds-before-status-checks", "2"]
@@ -134,10 +136,12 @@ def run_through_slurm(workdir: Path, *args: str) -> SnakemakeRun:
 
 def workflow_env(workdir: Path) -> dict[str, str]:
     """This environment with `workdir`'s src/ first on PYTHONPATH: a copied workflow
-    imports its own packages, not the editable install's (jobs inherit it: sbatch --export=ALL).
+    imports its own packages, not the editable install's (jobs inherit it: sbatch --export=ALL);
+    then the SLURM executor plugin, as profiles/slurm/README.md says to run it.
     A profiler pinned by an outer Snakemake run (EMBPROF_PROFILER) is dropped."""
     env = {k: v for k, v in os.environ.items() if k != "EMBPROF_PROFILER"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(workdir / "src"), env.get("PYTHONPATH")]))
+    parts = [str(workdir / "src"), str(SLURM_PLUGIN), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, parts))
     return env
 
 
@@ -225,7 +229,7 @@ def test_starting_a_running_cluster_changes_nothing(slurm_cluster):
 
 TINY_CONFIG = ".test/config_tiny/config.yaml"
 WORKFLOW_PATHS = (
-    "Snakefile", "rules", "workflow", "config", "envs", "src", "benchmark", "profiles", ".test",
+    "Snakefile", "rules", "report", "config", "envs", "src", "benchmark", "profiles", ".test",
 )
 # The tiny config's second config gets an argument its benchmark rejects: its
 # profile and timing jobs run through SLURM, and the report lists it failed.

@@ -20,11 +20,13 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "rules", "config", "envs", "profiles", "workflow", "benchmark", "src", ".test")
+WORKFLOW_PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "benchmark", "src", ".test")
 TINY = REPO / ".test" / "config_tiny" / "config.yaml"
 CRASH_LABEL = "T2_totalB1024_D16_sgd_no_caching_pool=none_cap=4K"
 GOOD_LABELS = ("T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K", "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K")
 PER_CONFIG_RULES = {"profile", "export", "breakdown", "sunburst", "bandwidth", "timing", "status"}
+# The executor plugin, installed apart from the venv (`make slurm`) so that only SLURM runs load it.
+SLURM_PLUGIN = Path(sys.prefix) / "slurm"
 _JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 _LABEL = re.compile(r"^\s+wildcards: label=(\S+)$")
 
@@ -42,8 +44,14 @@ def copy_workflow(dst: Path) -> Path:
     return dst
 
 
-def snakemake(workdir: Path, *args: str, timeout: int = 600) -> subprocess.CompletedProcess[str]:
+def snakemake(
+    workdir: Path, *args: str, timeout: int = 600, slurm: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Snakemake in a copy of the workflow, running that copy's embprof package (as its own venv
+    would); ``slurm``: with the SLURM executor plugin on the path (profiles/slurm/README.md)."""
     env = {k: v for k, v in os.environ.items() if k != "EMBPROF_PROFILER"}
+    paths = [str(workdir / "src"), str(SLURM_PLUGIN) if slurm else "", env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     return subprocess.run(
         [sys.executable, "-m", "snakemake", *args], cwd=workdir, env=env,
         capture_output=True, text=True, timeout=timeout, check=False,
@@ -177,16 +185,20 @@ def test_sunburst_code_change_rerenders_sunbursts_and_report_only(
     tiny_run: tuple[Path, Path],
 ) -> None:
     workdir, config = tiny_run
-    script = workdir / "workflow" / "scripts" / "sunburst.py"
-    original = script.read_bytes()
-    try:
-        script.write_bytes(original + b"\n# a changed line of the sunburst code\n")
-        done = snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config))
-    finally:
-        script.write_bytes(original)
-    assert done.returncode == 0, done.stderr[-3000:]
-    jobs = planned_jobs(done.stdout)
-    assert jobs == Counter({("sunburst", label): 1 for label in GOOD_LABELS} | {("report", None): 1})
+    package = workdir / "src" / "embprof"
+    for changed, rerun in [
+        (package / "cli" / "sunburst.py", {("sunburst", label): 1 for label in GOOD_LABELS}),
+        # The report's page is not the sunbursts' code: editing it re-renders no sunburst.
+        (package / "report" / "templates" / "report.html.j2", {}),
+    ]:
+        original = changed.read_bytes()
+        try:
+            changed.write_bytes(original + b"\n")
+            done = snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config))
+        finally:
+            changed.write_bytes(original)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert planned_jobs(done.stdout) == Counter(rerun | {("report", None): 1}), changed
     # Same content again (only the mtime moved): nothing to do.
     assert_nothing_to_do(snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config)))
 
@@ -243,7 +255,7 @@ def test_slurm_profile_gives_gpus_to_profile_and_timing_and_keeps_cheap_rules_lo
     for forced in (["profile", "timing"], ["breakdown", "sunburst"]):
         done = snakemake(
             workdir, "-n", "--profile", "profiles/slurm", "report", "--configfile", str(config),
-            "--forcerun", *forced,
+            "--forcerun", *forced, slurm=True,
         )
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rule = None

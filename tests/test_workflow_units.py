@@ -1,8 +1,7 @@
-"""The workflow's helpers (src/embprof/workflow) and its scripts' command lines."""
+"""The workflow's helpers (src/embprof/workflow) and the `embprof` subcommands its rules run."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import os
@@ -12,40 +11,20 @@ from pathlib import Path
 
 import pytest
 
+from embprof.errors import ConfigError, ContractError
+from embprof.results.configs import BenchConfig, read_configs, write_configs
+from embprof.results.steps import StepRecord, merge_status
 from embprof.workflow.benchcli import nsys_profile_command, timing_command
-from embprof.workflow.configs import (
-    BenchConfig,
-    code_digest,
-    format_table,
-    overrides_for,
-    parse_collected,
-    read_table,
-    select_by_labels,
-)
-from embprof.workflow.profiler import (
-    PIN_VARIABLE,
-    ProfilerError,
-    cuda_gpu_present,
-    find_nsys,
-    resolve_profiler,
-)
-from embprof.workflow.runner import StepContext, run_and_publish
-from embprof.workflow.steps import StepRecord, log_tail, merge_status, run_streaming
-from embprof.workflow.validation import ConfigError, validate_config
+from embprof.workflow.configs import code_digest, overrides_for, parse_collected, select_by_labels
+from embprof.workflow.profiler import PIN_VARIABLE, cuda_gpu_present, find_nsys, resolve_profiler
+from embprof.workflow.runner import StepContext, _publish_record, run_and_publish
+from embprof.workflow.steps import log_tail, run_streaming
+from embprof.workflow.validation import validate_config
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPTS = REPO / "workflow" / "scripts"
-SCHEMA = REPO / "config" / "schemas" / "config.schema.yaml"
 GPU = "T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K"
 HBM = "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K"
 SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
-
-
-def _script(name: str):
-    spec = importlib.util.spec_from_file_location(f"wf_{name}", SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_parse_collected_keeps_node_ids_and_labels() -> None:
@@ -66,9 +45,9 @@ def read_table_roundtrip(configs: list[BenchConfig]) -> list[BenchConfig]:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "configs.tsv"
-        path.write_text(format_table(configs))
+        write_configs(path, configs)
         assert path.read_text().splitlines()[0] == "test_id\tlabel"
-        return read_table(path)
+        return read_configs(path)
 
 
 def test_parse_collected_rejects_bad_and_duplicate_labels() -> None:
@@ -141,7 +120,7 @@ def test_step_record_round_trips_and_rejects_other_json(tmp_path: Path) -> None:
     record.write(tmp_path / "r.json")
     assert StepRecord.read(tmp_path / "r.json") == record
     (tmp_path / "bad.json").write_text('{"label": "x"}')
-    with pytest.raises(ValueError, match="not a step record"):
+    with pytest.raises(ContractError, match="not a step record"):
         StepRecord.read(tmp_path / "bad.json")
 
 
@@ -167,23 +146,22 @@ def test_run_and_publish(tmp_path: Path, code: str, make_file: bool, ok: bool, r
 
 
 def test_timing_record_is_checked_before_it_is_published(tmp_path: Path) -> None:
-    publish_record = _script("timing").publish_record
     produced, out = tmp_path / "raw.json", tmp_path / "out.json"
-    for content, message in [("{", "not JSON"), ("[{}, {}]", "one record"),
+    for content, message in [("{", "not valid JSON"), ("[{}, {}]", "one record"),
                              ('[{"label": "other"}]', "is not")]:
         produced.write_text(content)
-        with pytest.raises(ValueError, match=message):
-            publish_record(produced, GPU, str(out))
+        with pytest.raises(ContractError, match=message):
+            _publish_record(produced, GPU, out)
         assert not out.exists()
     produced.write_text(json.dumps([{"label": GPU, "dyn_train_ms": 1.0}]))
-    publish_record(produced, GPU, str(out))
+    _publish_record(produced, GPU, out)
     assert json.loads(out.read_text()) == [{"label": GPU, "dyn_train_ms": 1.0}]
 
 
 def test_config_errors_name_every_bad_key() -> None:
     config = {"preset": "huge", "overrides": {"_gpu_": {"num_iterations": 0, "iters": 2}}, "typo": 1}
     with pytest.raises(ConfigError) as err:
-        validate_config(config, SCHEMA)
+        validate_config(config)
     lines = str(err.value).splitlines()
     assert lines[0] == "invalid config:"
     assert "  preset: 'huge' is not one of ['smoke', 'seed']" in lines
@@ -191,7 +169,7 @@ def test_config_errors_name_every_bad_key() -> None:
     assert any("'iters' was unexpected" in line for line in lines)
     assert any("'typo' was unexpected" in line for line in lines)
     filled: dict = {}
-    validate_config(filled, SCHEMA)
+    validate_config(filled)
     assert filled["preset"] == "smoke" and filled["profiler"] == "auto" and filled["overrides"] == {}
 
 
@@ -216,7 +194,7 @@ def test_profiler_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     nsys = tmp_path / "bin" / "nsys"
     nsys.parent.mkdir()
     nsys.write_text("#!/bin/sh\n")
-    with pytest.raises(ProfilerError, match="not an executable"):
+    with pytest.raises(ConfigError, match="not an executable"):
         find_nsys(str(nsys))
     nsys.chmod(0o755)
     assert find_nsys(str(nsys.parent)) == str(nsys.resolve())
@@ -238,7 +216,8 @@ def test_benchmark_commands_follow_the_suite_contract() -> None:
 
 
 def _run_script(name: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPTS / f"{name}.py"), *args], cwd=cwd,
+    """`embprof NAME ARGS` as a rule runs it, in a process of its own."""
+    return subprocess.run([sys.executable, "-m", "embprof", name, *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120, check=False)
 
 
@@ -247,11 +226,11 @@ def test_collect_lists_the_selected_configs_of_the_real_suite(tmp_path: Path) ->
     done = _run_script("collect", "--preset", "smoke", "--label=cap=1K", "--label=_no_hbm_",
                        "--select", "sgd", "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert sorted(c.label for c in read_table(out)) == [GPU, HBM]
+    assert sorted(c.label for c in read_configs(out)) == [GPU, HBM]
     none = _run_script("collect", "--preset", "smoke", "--select", "no_such_config",
                        "--out", str(tmp_path / "none.tsv"))
     assert none.returncode == 1 and not (tmp_path / "none.tsv").exists()
-    assert none.stderr.strip() == "collect: error: no benchmark configs match select='no_such_config'"
+    assert none.stderr.strip() == "embprof collect: error: no benchmark configs match select='no_such_config'"
 
 
 def test_collect_passes_size_options_that_shape_labels(tmp_path: Path) -> None:
@@ -259,7 +238,7 @@ def test_collect_passes_size_options_that_shape_labels(tmp_path: Path) -> None:
     done = _run_script("collect", "--preset", "smoke", "--label=_no_hbm_", "--select", "sgd",
                        "--extra-arg=--total-cap=4096", "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert [c.label for c in read_table(out)] == [HBM.replace("cap=4K", "cap=2K")]
+    assert [c.label for c in read_configs(out)] == [HBM.replace("cap=4K", "cap=2K")]
 
 
 def test_status_refuses_records_of_another_config(tmp_path: Path) -> None:
@@ -273,10 +252,11 @@ def test_status_refuses_records_of_another_config(tmp_path: Path) -> None:
 def test_export_fails_in_one_line_without_a_report_or_an_nsys(tmp_path: Path) -> None:
     missing = _run_script("export", str(tmp_path / "x.nsys-rep"), "--out", str(tmp_path / "x.sqlite"))
     assert missing.returncode == 1
-    assert missing.stderr.strip() == f"export: error: {tmp_path / 'x.nsys-rep'} is missing or empty"
+    assert missing.stderr.strip() == f"embprof export: error: {tmp_path / 'x.nsys-rep'}: missing or empty"
     report = tmp_path / "r.nsys-rep"
     report.write_bytes(b"\0" * 16)
     no_nsys = _run_script("export", str(report), "--nsys", str(tmp_path / "no-nsys"),
                           "--out", str(tmp_path / "x.sqlite"))
-    assert no_nsys.returncode == 1 and "export: error: cannot run" in no_nsys.stderr
+    assert no_nsys.returncode == 1 and "embprof export: error:" in no_nsys.stderr
+    assert "needs nsys to export it" in no_nsys.stderr and no_nsys.stderr.count("\n") == 1
     assert not list(tmp_path.glob("*.sqlite"))

@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmark.results import ResultsFileError, read_records
+from embprof.errors import ContractError
+from embprof.results.records import read_records
 
 from .config import DEFAULT_RESULTS
 
@@ -73,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         records = [
             r for r in read_records(args.results) if r.get("benchmark") == "embedding_collection"
         ]
-    except (OSError, ResultsFileError) as exc:
+    except ContractError as exc:
         print(f"compare: {exc}", file=sys.stderr)
         return 1
     if not records:

@@ -13,9 +13,10 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # the benchmark writes through here, where pandas need not be installed
+    import pandas as pd
 
 
 def _umask() -> int:

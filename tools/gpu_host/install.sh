@@ -25,6 +25,11 @@ PY
 "${pip[@]}" "$payload"/whl/*.whl
 for deb in "$payload"/debs/*.deb; do dpkg -x "$deb" "$site/sys"; done
 
+# The workflow's rules run the `embprof` command: this checkout's package, from src/ on PYTHONPATH.
+mkdir -p "$site/bin"
+printf '#!/bin/sh\nexec python3 -m embprof "$@"\n' > "$site/bin/embprof"
+chmod +x "$site/bin/embprof"
+
 nsys=${NSYS:-$(command -v nsys || ls -d /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | tail -n 1)}
 cat > "$site/env.sh" <<ENV
 export PYTHONPATH=$site:$(pwd)/src\${PYTHONPATH:+:\$PYTHONPATH}

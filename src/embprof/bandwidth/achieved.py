@@ -9,20 +9,11 @@ import numpy as np
 import pandas as pd
 
 from embprof.bandwidth.expr import FormulaError
-from embprof.bandwidth.table import BandwidthTable, TableError
+from embprof.bandwidth.table import BandwidthTable
+from embprof.errors import ConfigError, ContractError
+from embprof.results.bandwidth import COLUMNS
 
 OPCALLS_NEEDED = ("backend", "phase", "parent_stages", "op", "avg_ms_per_iter")
-COLUMNS = (
-    "backend",
-    "phase",
-    "parent_stages",
-    "op",
-    "bytes_per_iter",
-    "avg_ms_per_iter",
-    "achieved_gbps",
-    "pct_of_peak",
-    "formula",
-)
 
 
 def achieved_bandwidth(
@@ -41,12 +32,12 @@ def achieved_bandwidth(
     """
     missing = [c for c in OPCALLS_NEEDED if c not in opcalls.columns]
     if missing:
-        raise TableError(f"per-op CSV lacks column(s): {', '.join(missing)}")
+        raise ContractError(f"per-op CSV lacks column(s): {', '.join(missing)}")
     rows = opcalls.loc[:, list(OPCALLS_NEEDED)].reset_index(drop=True)
     rows["parent_stages"] = rows["parent_stages"].fillna("").astype(str)
     ms = pd.to_numeric(rows["avg_ms_per_iter"], errors="coerce").to_numpy(dtype=float)
     if np.isnan(ms).any() or (ms < 0).any():
-        raise TableError("per-op CSV has avg_ms_per_iter values that are not non-negative numbers")
+        raise ContractError("per-op CSV has avg_ms_per_iter values that are not non-negative numbers")
     variables, notes = table.variables_for(record) if record is not None else ({}, [])
     if record is None:
         notes.append("no benchmark record (its timing run failed?): no bytes for any op")
@@ -58,7 +49,7 @@ def achieved_bandwidth(
         if clash.any():
             other = table.rules[rule_of[np.argmax(clash)]].name
             op = rows["op"].iloc[int(np.argmax(clash))]
-            raise TableError(f"op {op!r} is matched by two rules, {other!r} and {rule.name!r}")
+            raise ConfigError(f"op {op!r} is matched by two rules, {other!r} and {rule.name!r}")
         rule_of[hit] = index
 
     bytes_per_iter = np.full(len(rows), np.nan)

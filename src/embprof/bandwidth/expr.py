@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from embprof.errors import ConfigError
+
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
     ast.Sub: operator.sub,
@@ -44,7 +46,7 @@ def _fold(fn: Callable[[Any, Any], Any], args: tuple[Any, ...]) -> Any:
     return out
 
 
-class FormulaError(ValueError):
+class FormulaError(ConfigError):
     """A formula that cannot be parsed, or evaluated with the variables given."""
 
 

@@ -11,58 +11,40 @@ here to measure, and says so in ``source``.
 
 from __future__ import annotations
 
-import json
 import platform
 import time
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-from embprof.atomic import write_json
 from embprof.bandwidth.table import BandwidthTable
+from embprof.errors import EmbprofError
+from embprof.results.peak import Peak
+from embprof.workflow.environment import cpu_name
 
 if TYPE_CHECKING:
     import torch
 
-Source = Literal["measured", "datasheet"]
-FIELDS = ("device", "name", "peak_gbps", "source", "method", "date")
 DEFAULT_BYTES = {"cuda": 2 << 30, "cpu": 512 << 20}
 
 
-class PeakError(ValueError):
-    """The peak cannot be measured here, looked up, or read back."""
-
-
-@dataclass(frozen=True)
-class Peak:
-    device: str
-    name: str
-    peak_gbps: float
-    source: Source
-    method: str
-    date: str
+class PeakError(EmbprofError):
+    """The peak cannot be measured here, nor looked up in the bandwidth table."""
 
 
 def device_name(device: str) -> str:
     """The name a device reports: the GPU's marketing name, or the CPU model."""
     if device.startswith("cuda"):
-        import torch
+        torch = _torch()
 
         return torch.cuda.get_device_name(torch.device(device))
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "cpu"
+    return cpu_name() or platform.machine() or "cpu"
 
 
 def resolve_device(device: str) -> str:
     """``auto`` becomes ``cuda:0`` where CUDA works, else ``cpu``; ``cuda`` becomes ``cuda:0``."""
     if device == "auto":
-        import torch
+        torch = _torch()
 
         return "cuda:0" if torch.cuda.is_available() else "cpu"
     if device == "cuda":
@@ -74,7 +56,7 @@ def resolve_device(device: str) -> str:
 
 def measure_peak(device: str, nbytes: int | None = None, repeats: int = 10) -> Peak:
     """Best-of-``repeats`` copy bandwidth of ``nbytes``-sized buffers on ``device``."""
-    import torch  # only measuring needs it; reading a cached peak must stay cheap
+    torch = _torch()  # only measuring needs it; reading a cached peak must stay cheap
 
     device = resolve_device(device)
     kind = "cuda" if device.startswith("cuda") else "cpu"
@@ -118,7 +100,7 @@ def _time_copies(src: torch.Tensor, dst: torch.Tensor, repeats: int) -> list[flo
 
 
 def _time_copies_cuda(src: torch.Tensor, dst: torch.Tensor, repeats: int) -> list[float]:
-    import torch
+    torch = _torch()
 
     with torch.cuda.device(src.device):  # events record on the current device's stream
         dst.copy_(src)
@@ -140,7 +122,7 @@ def datasheet_peak(table: BandwidthTable, device: str, name: str) -> Peak:
     entry = table.datasheet_peak(name)
     if entry is None:
         raise PeakError(
-            f"cannot measure {name!r} here and config/bandwidth.yaml has no datasheet entry for it"
+            f"cannot measure {name!r} here and the bandwidth table has no datasheet entry for it"
         )
     return Peak(
         device=device,
@@ -152,27 +134,56 @@ def datasheet_peak(table: BandwidthTable, device: str, name: str) -> Peak:
     )
 
 
-def read_peak(path: Path | str) -> Peak:
-    """A cached peak; ``PeakError`` for a missing, unreadable or malformed file."""
-    path = Path(path)
+def target_device(records: list[dict[str, Any]], device: str, where: str) -> tuple[str, str]:
+    """The device to describe: the one ``records`` ran on (when they say), else this machine's
+    ``device``; ``where`` names the records in errors."""
+    records = [r for r in records if r.get("device")]  # a failed config's record may not say
+    if not records:
+        device = resolve_device(device)
+        if device.startswith("cuda") and not _cuda_available():
+            raise PeakError(
+                f"--device {device}: CUDA is not available here (use --records to name the GPU)"
+            )
+        return device, device_name(device)
+    devices = {
+        ("cuda" if str(r["device"]).startswith("cuda") else "cpu", r.get("gpu_name"))
+        for r in records
+    }
+    if len(devices) > 1:
+        raise PeakError(f"{where}: records come from several devices: {sorted(map(str, devices))}")
+    kind, name = devices.pop()
+    if kind == "cpu":
+        return "cpu", device_name("cpu")
+    if not isinstance(name, str) or not name:
+        raise PeakError(f"{where}: CUDA records without a gpu_name")
+    return "cuda:0", name
+
+
+def peak_of(
+    device: str, name: str, table: BandwidthTable, nbytes: int | None = None, repeats: int = 10
+) -> Peak:
+    """Measured where the device is here; its datasheet value where it is a GPU this machine lacks."""
+    if device.startswith("cuda") and not (
+        _cuda_available() and device_name(resolve_device("cuda")) == name
+    ):
+        return datasheet_peak(table, device, name)
+    return measure_peak(device, nbytes=nbytes, repeats=repeats)
+
+
+def _cuda_available() -> bool:
     try:
-        raw = json.loads(path.read_text())
-    except OSError as exc:
-        raise PeakError(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise PeakError(f"{path}: not JSON: {exc.msg} at line {exc.lineno}") from None
-    if not isinstance(raw, dict) or set(FIELDS) - raw.keys():
-        raise PeakError(f"{path}: a peak file needs the fields {', '.join(FIELDS)}")
-    gbps = raw["peak_gbps"]
-    if isinstance(gbps, bool) or not isinstance(gbps, int | float) or gbps <= 0:
-        raise PeakError(f"{path}: peak_gbps must be a positive number, got {gbps!r}")
-    if raw["source"] not in ("measured", "datasheet"):
-        raise PeakError(f"{path}: source must be measured or datasheet, got {raw['source']!r}")
-    return Peak(**{k: raw[k] for k in FIELDS} | {"peak_gbps": float(gbps)})
+        return _torch().cuda.is_available()
+    except PeakError:
+        return False
 
 
-def write_peak(peak: Peak, path: Path | str) -> None:
-    write_json(path, asdict(peak))
+def _torch() -> ModuleType:
+    """torch, which only measuring needs: the analysis side of embprof installs without it."""
+    try:
+        import torch
+    except ImportError:
+        raise PeakError("measuring needs torch: pip install 'embprof[bench]'") from None
+    return torch
 
 
 def _now() -> str:

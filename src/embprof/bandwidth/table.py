@@ -1,4 +1,4 @@
-"""The bytes-moved table (``config/bandwidth.yaml``), loaded and checked once.
+"""The bytes-moved table (``bandwidth.yaml``; default in package data), loaded and checked once.
 
 Every formula is parsed, every name it reads is checked against the variables
 defined before it, every regex is compiled, at load time: a typo in the table
@@ -19,12 +19,14 @@ import jsonschema
 import yaml
 
 from embprof.bandwidth.expr import Formula, FormulaError, parse_formula
+from embprof.defaults import BANDWIDTH_TABLE, default_file
+from embprof.errors import ConfigError, ContractError
 
 if TYPE_CHECKING:  # the peak step runs where pandas may not be installed (envs/benchmark.yaml)
     import numpy as np
     import pandas as pd
 
-DEFAULT_TABLE = Path(__file__).resolve().parents[3] / "config" / "bandwidth.yaml"
+DEFAULT_TABLE = default_file(BANDWIDTH_TABLE)
 BACKENDS = ("dyn", "trc", "any")
 
 _NUMBER_OR_FORMULA = {"anyOf": [{"type": "number"}, {"type": "string", "minLength": 1}]}
@@ -104,10 +106,6 @@ _SCHEMA: dict[str, Any] = {
         },
     },
 }
-
-
-class TableError(ValueError):
-    """The bandwidth table itself is wrong (schema, formula, regex, undefined name)."""
 
 
 @dataclass(frozen=True)
@@ -190,7 +188,7 @@ class BandwidthTable:
         for name, key in self.record_fields.items():
             raw = record.get(key)
             if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
-                raise TableError(
+                raise ContractError(
                     f"record field {key!r} (variable {name}) must be a finite number, got {raw!r}"
                 )
             values[name] = float(raw)
@@ -229,23 +227,23 @@ class BandwidthTable:
 
 
 def load_table(path: Path | str = DEFAULT_TABLE) -> BandwidthTable:
-    """Read and check the table; ``TableError`` says what is wrong and where."""
+    """Read and check the table; ``ConfigError`` says what is wrong and where."""
     path = Path(path)
     try:
         raw = yaml.safe_load(path.read_text())
     except OSError as exc:
-        raise TableError(f"{path}: cannot read: {exc.strerror}") from None
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise TableError(f"{path}: not valid YAML: {exc}") from None
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     try:
         jsonschema.validate(raw, _SCHEMA)
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
-        raise TableError(f"{path}: at {where}: {exc.message}") from None
+        raise ConfigError(f"{path}: at {where}: {exc.message}") from None
     try:
         return _build(raw)
-    except (FormulaError, re.error, TableError) as exc:
-        raise TableError(f"{path}: {exc}") from None
+    except (FormulaError, re.error, ConfigError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def _build(raw: Mapping[str, Any]) -> BandwidthTable:
@@ -261,10 +259,10 @@ def _build(raw: Mapping[str, Any]) -> BandwidthTable:
     variables: list[Variable] = []
     for name, spec in raw["variables"].items():
         if name in defined:
-            raise TableError(f"variable {name!r} is defined twice")
+            raise ConfigError(f"variable {name!r} is defined twice")
         if isinstance(spec, Mapping):
             if spec["by"] not in choices:
-                raise TableError(
+                raise ConfigError(
                     f"variable {name!r}: by: {spec['by']!r} is not a choice field ({', '.join(choices)})"
                 )
             cases = {str(k).lower(): _formula(v, name, defined) for k, v in spec["cases"].items()}
@@ -304,7 +302,7 @@ def _formula(spec: int | float | str, where: str, defined: set[str]) -> Formula:
     formula = parse_formula(str(spec))
     unknown = sorted(formula.names - defined)
     if unknown:
-        raise TableError(
+        raise ConfigError(
             f"{where}: formula {formula.text!r} reads undefined name(s): {', '.join(unknown)}"
         )
     return formula

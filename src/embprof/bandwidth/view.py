@@ -1,57 +1,21 @@
 """What the report shows of bandwidth: legend columns and one chart of % of peak.
 
-Reads what the workflow wrote (results/bandwidth/bandwidth__<label>.csv and
-results/peak_bandwidth.json). Rows of one (phase, stage, op) add up the same
+Draws what the workflow wrote (results/bandwidth/bandwidth__<label>.csv and
+results/peak_bandwidth.json, read by :mod:`embprof.results`). Rows of one (phase, stage, op) add up the same
 way the legend tables collapse them: bytes and time are summed, then divided.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from embprof.bandwidth.achieved import COLUMNS
-from embprof.bandwidth.peak import Peak
-from embprof.labels import sanitize_label
+from embprof.results.peak import Peak
 
 LEGEND_KEYS = ("phase", "stage", "op")
-
-
-class BandwidthFileError(ValueError):
-    """A bandwidth CSV that is not one."""
-
-
-def bandwidth_csv(directory: Path, label: str) -> Path:
-    return Path(directory) / f"bandwidth__{sanitize_label(label)}.csv"
-
-
-def read_bandwidth(path: Path) -> pd.DataFrame:
-    """One config's bandwidth CSV, with its columns checked."""
-    try:
-        frame = pd.read_csv(
-            path,
-            dtype={"parent_stages": str, "op": str, "formula": str},
-            keep_default_na=False,
-            na_values={c: [""] for c in ("bytes_per_iter", "achieved_gbps", "pct_of_peak")},
-        )
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise BandwidthFileError(
-            f"{path}: not a bandwidth CSV: {str(exc).splitlines()[0]}"
-        ) from None
-    missing = [c for c in COLUMNS if c not in frame.columns]
-    if missing:
-        raise BandwidthFileError(f"{path}: lacks column(s): {', '.join(missing)}")
-    return frame
-
-
-def load_bandwidth_dir(directory: Path, labels: Sequence[str]) -> dict[str, pd.DataFrame]:
-    """label -> bandwidth frame, for the labels that have a CSV in ``directory``."""
-    found = {label: bandwidth_csv(directory, label) for label in labels}
-    return {label: read_bandwidth(path) for label, path in found.items() if path.is_file()}
 
 
 def _collapse(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:

@@ -16,6 +16,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from embprof.atomic import write_bytes
+from embprof.errors import EmbprofError
 
 # Debian's package installs /usr/bin/chromium; BROWSER_PATH overrides (choreographer's variable).
 BROWSER_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -24,7 +25,7 @@ RENDER_TIMEOUT_S = 120.0
 MAX_TABS = 4
 
 
-class ExportError(RuntimeError):
+class ExportError(EmbprofError):
     """Static export could not run (no browser) or a figure failed to render."""
 
 

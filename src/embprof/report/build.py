@@ -20,44 +20,26 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from embprof.atomic import atomic_path, write_text
-from embprof.bandwidth.peak import Peak, PeakError, read_peak
-from embprof.bandwidth.view import (
-    BandwidthFileError,
-    load_bandwidth_dir,
-    pct_of_peak_figure,
-    per_op_pct,
-    with_bandwidth,
-)
+from embprof.bandwidth.view import pct_of_peak_figure, per_op_pct, with_bandwidth
+from embprof.errors import ContractError
+from embprof.pages.cells import Cells, to_cells
+from embprof.pages.html import LegendItem, legend_items, render
+from embprof.pages.legend import LEGEND_BANDWIDTH_VIEW, LEGEND_VIEW, busy_note, config_legends
 from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import BACKEND_NAMES, dom_id, figure_div
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
 from embprof.report import compare, environment, markdown
-from embprof.report.html import LegendItem, legend_items, render
-from embprof.report.load import (
-    BusyTime,
-    InputError,
-    busy_json,
-    opcalls_csv,
-    read_busy,
-    read_configs,
-    read_environment,
-    read_opcalls,
-    read_results,
-    read_statuses,
-)
-from embprof.report.tables import (
-    HEADLINE_VIEW,
-    LEGEND_BANDWIDTH_VIEW,
-    LEGEND_VIEW,
-    TOP_OPS_VIEW,
-    Cells,
-    busy_note,
-    config_legends,
-    headline,
-    to_cells,
-    top_ops,
-)
+from embprof.report.tables import HEADLINE_VIEW, TOP_OPS_VIEW, headline, top_ops
+from embprof.results.bandwidth import read_bandwidth_of
+from embprof.results.busy import BusyTime, read_busy
+from embprof.results.configs import read_configs
+from embprof.results.environment import read_environment
+from embprof.results.layout import SUNBURST_PNG_PREFIX, ResultsLayout
+from embprof.results.opcalls import read_opcalls
+from embprof.results.peak import Peak, read_peak
+from embprof.results.records import read_results
+from embprof.results.steps import read_statuses
 
 TITLE = "DynamicEmb vs TorchRec TBE: latency report"
 FIGURES = "figures"
@@ -68,17 +50,15 @@ BACKEND_SUNBURST_PX = 520
 
 @dataclass(frozen=True)
 class ReportInputs:
-    results: Path
-    configs: Path
-    opcalls_dir: Path
-    sunburst_dir: Path
-    latency_html: Path
-    status_dir: Path
-    environment: Path
+    """A results folder, where to write its report, and an optional earlier folder to compare with.
+
+    The bandwidth view is shown when the folder has bandwidth CSVs, % of peak when it
+    also has the peak file.
+    """
+
+    results: ResultsLayout
     out_dir: Path
     compare_to: Path | None = None
-    bandwidth_dir: Path | None = None
-    peak: Path | None = None
 
 
 @dataclass
@@ -90,22 +70,23 @@ class _Run:
 
 
 def _load_opcalls(
-    opcalls_dir: Path, labels: list[str]
+    layout: ResultsLayout, labels: list[str]
 ) -> tuple[dict[str, pd.DataFrame], dict[str, BusyTime | None]]:
     frames, busy = {}, {}
     for label in labels:
-        path = opcalls_csv(opcalls_dir, label)
+        path = layout.opcalls(label)
         if path.exists():
             frames[label] = read_opcalls(path)
-            busy[label] = read_busy(busy_json(opcalls_dir, label))
+            busy[label] = read_busy(layout.busy(label))
     return frames, busy
 
 
 def _load_previous(folder: Path) -> _Run:
     if not folder.is_dir():
-        raise InputError(f"--compare-to {folder}: no such directory")
-    records = read_results(folder / "benchmark_results.json")
-    frames, _ = _load_opcalls(folder / "opcalls", [r["label"] for r in records])
+        raise ContractError(f"--compare-to {folder}: no such directory")
+    previous = ResultsLayout(folder)
+    records = read_results(previous.benchmark_results)
+    frames, _ = _load_opcalls(previous, [r["label"] for r in records])
     return _Run(records, frames)
 
 
@@ -137,24 +118,24 @@ class _Comparison:
 
 
 def sunburst_png_name(label: str) -> str:
-    return f"sunburst__{label}.png"
+    return f"{SUNBURST_PNG_PREFIX}{label}.png"
 
 
 def build_report(inputs: ReportInputs) -> Path:
     """Write the report folder and return the path of its index.html."""
-    records = read_results(inputs.results)
-    configs = read_configs(inputs.configs)
-    statuses = read_statuses(inputs.status_dir)
-    env = read_environment(inputs.environment)
-    test_ids = dict(zip(configs["label"], configs["test_id"], strict=True))
+    layout = inputs.results
+    records = read_results(layout.benchmark_results)
+    test_ids = {c.label: c.test_id for c in read_configs(layout.configs)}
+    statuses = read_statuses(layout.status_dir)
+    env = read_environment(layout.environment)
     labels = sorted(set(test_ids) | {r["label"] for r in records})
     by_label = {r["label"]: r for r in records}
     # Status files of configs no longer selected may linger in the folder: only this run's count.
     failed_steps = {
         lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"] and lab in labels
     }
-    opcalls, busy = _load_opcalls(inputs.opcalls_dir, labels)
-    bandwidth, peak = _load_bandwidth(inputs, labels)
+    opcalls, busy = _load_opcalls(layout, labels)
+    bandwidth, peak = _load_bandwidth(layout, labels)
     bandwidth_fig = (
         pct_of_peak_figure(bandwidth, peak)
         if bandwidth is not None and not per_op_pct(bandwidth).empty
@@ -167,12 +148,12 @@ def build_report(inputs: ReportInputs) -> Path:
     latency = latency_figure(records)
     _write_pngs(
         figures_dir,
-        {LATENCY_PNG: (lambda: latency, inputs.latency_html.with_suffix(".png"))}
+        {LATENCY_PNG: (lambda: latency, layout.latency_png)}
         | ({BANDWIDTH_PNG: (lambda: bandwidth_fig, None)} if bandwidth_fig is not None else {})
         | {
             sunburst_png_name(label): (
                 partial(_config_sunburst, label, frame),
-                inputs.sunburst_dir / f"{label}.png",
+                layout.sunburst_png(label),
             )
             for label, frame in opcalls.items()
         },
@@ -208,6 +189,7 @@ def build_report(inputs: ReportInputs) -> Path:
     )
     page = render(
         "report.html.j2",
+        packages=("embprof.report",),
         title=TITLE,
         subtitle=environment.one_line(env),
         cpu_note=cpu_note,
@@ -235,16 +217,13 @@ def _config_sunburst(label: str, frame: pd.DataFrame) -> go.Figure:
 
 
 def _load_bandwidth(
-    inputs: ReportInputs, labels: list[str]
+    layout: ResultsLayout, labels: list[str]
 ) -> tuple[dict[str, pd.DataFrame] | None, Peak | None]:
-    """Per-config bandwidth CSVs and the device's peak, where the report was given them."""
-    try:
-        peak = read_peak(inputs.peak) if inputs.peak else None
-        if inputs.bandwidth_dir is None:
-            return None, peak
-        return load_bandwidth_dir(inputs.bandwidth_dir, labels), peak
-    except (BandwidthFileError, PeakError) as exc:
-        raise InputError(str(exc)) from None
+    """Per-config bandwidth CSVs and the device's peak, where the folder has them."""
+    peak = read_peak(layout.peak) if layout.peak.is_file() else None
+    if not layout.bandwidth_dir.is_dir():
+        return None, peak
+    return read_bandwidth_of(layout, labels), peak
 
 
 def _bandwidth_context(

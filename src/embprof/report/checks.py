@@ -10,27 +10,20 @@
 - DynamicEmb against TBE per suite, beside the reference system's published
   H100 ratios.
 
-    python -m embprof.report.checks results/ --out examples/h200/CHECKS.md
+    embprof checks results/ --out examples/h200/CHECKS.md
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-from embprof.atomic import write_text
 from embprof.labels import parse_label
-from embprof.report.load import (
-    InputError,
-    busy_json,
-    opcalls_csv,
-    read_busy,
-    read_opcalls,
-    read_results,
-)
+from embprof.results.busy import read_busy
+from embprof.results.layout import ResultsLayout
+from embprof.results.opcalls import read_opcalls
+from embprof.results.records import read_results
 
 CONSISTENCY_TOLERANCE = 0.05
 # NVIDIA dynamicemb's published training-time ratios to TBE on an H100 (dyn / trc):
@@ -47,10 +40,10 @@ def consistency(results_dir: Path, labels: list[str]) -> pd.DataFrame:
     """Per config and backend: summed per-op ms per iteration against GPU-busy ms per iteration."""
     rows = []
     for label in labels:
-        busy = read_busy(busy_json(results_dir / "opcalls", label))
+        busy = read_busy(ResultsLayout(results_dir).busy(label))
         if busy is None:
             continue
-        ops = read_opcalls(opcalls_csv(results_dir / "opcalls", label))
+        ops = read_opcalls(ResultsLayout(results_dir).opcalls(label))
         summed = ops.groupby("backend")["avg_ms_per_iter"].sum()
         for backend, busy_ms in sorted(busy.ms_per_iter.items()):
             ops_ms = float(summed.get(backend, 0.0))
@@ -70,7 +63,7 @@ def overhead(results_dir: Path, records: list[dict]) -> pd.DataFrame:
     """Per config and backend: profiled iteration ms against the unprofiled train ms, and how it was measured."""
     rows = []
     for record in records:
-        busy = read_busy(busy_json(results_dir / "opcalls", record["label"]))
+        busy = read_busy(ResultsLayout(results_dir).busy(record["label"]))
         if busy is None:
             continue
         for backend, profiled in sorted(busy.range_ms_per_iter.items()):
@@ -116,7 +109,7 @@ def _md(table: pd.DataFrame, floats: str = "{:.3f}") -> str:
 
 def checks_markdown(results_dir: Path) -> str:
     results_dir = Path(results_dir)
-    records = [r for r in read_results(results_dir / "benchmark_results.json") if r.get("status", "ok") == "ok"]
+    records = [r for r in read_results(ResultsLayout(results_dir).benchmark_results) if r.get("status", "ok") == "ok"]
     labels = sorted(r["label"] for r in records)
     sums = consistency(results_dir, labels)
     passed = int(sums["within_5pct"].sum())
@@ -136,24 +129,3 @@ def checks_markdown(results_dir: Path) -> str:
         "Train ms per iteration, dyn / trc, with NVIDIA dynamicemb's published H100 ratio where there is "
         "one.\n\n" + _md(against_reference(records), "{:.2f}")
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", type=Path, help="a results/ folder (benchmark_results.json, opcalls/)")
-    parser.add_argument("--out", type=Path, help="write the Markdown here (default: stdout)")
-    args = parser.parse_args(argv)
-    try:
-        text = checks_markdown(args.results)
-    except (InputError, ValueError, KeyError) as exc:
-        print(f"checks: error: {exc}", file=sys.stderr)
-        return 1
-    if args.out is None:
-        sys.stdout.write(text)
-        return 0
-    write_text(args.out, text)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

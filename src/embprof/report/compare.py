@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embprof.report.tables import Column, fmt_ms, fmt_signed_ms, fmt_signed_pct
+from embprof.pages.cells import Column, fmt_ms, fmt_signed_ms, fmt_signed_pct
 
 METRICS = ("dyn_train_ms", "dyn_eval_ms", "trc_train_ms", "trc_eval_ms")
 OP_KEYS = ["label", "backend", "phase", "op"]

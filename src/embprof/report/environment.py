@@ -5,12 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from embprof.report.load import BusyTime
+from embprof.pages.legend import CPU_STAND_IN_NOTE
+from embprof.results.busy import BusyTime
 
-CPU_STAND_IN_NOTE = (
-    "CPU leaf operators stand in for kernels: this profile came from the PyTorch "
-    "profiler on a machine without a GPU, so times are CPU times of leaf operators."
-)
+__all__ = ["CPU_STAND_IN_NOTE", "cpu_stand_in", "environment_rows", "one_line"]
 FIELDS = (
     ("device", "device"),
     ("gpu_name", "GPU"),

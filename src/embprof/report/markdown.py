@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from embprof.report.tables import Cells
+from embprof.pages.cells import Cells
 
 LOG_LINES = 8
 

@@ -11,15 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from embprof.results.busy import write_busy
+from embprof.results.layout import busy_name, opcalls_name
+from embprof.results.opcalls import write_opcalls
+
 from .errors import TraceError
-from .output import (
-    CSV_COLUMNS,
-    busy_path,
-    opcalls_path,
-    read_opcalls_csv,
-    write_busy_json,
-    write_opcalls_csv,
-)
 from .pipeline import LAYOUTS, LabelBreakdown, run_breakdown
 
 
@@ -29,17 +25,15 @@ def breakdown(paths: list[Path], layout: str = "default", categories: Path | Non
 
 
 def write_outputs(results: dict[str, LabelBreakdown], out_dir: Path) -> list[Path]:
-    """Write ``opcalls__<label>.csv`` and its ``.busy.json`` per label; returns the CSV paths."""
+    """Write ``opcalls__<label>.csv`` and its ``.busy.json`` per label into ``out_dir``; returns the
+    CSV paths (the folder is a results folder's ``opcalls/``, or any other)."""
     written = []
     for label, lb in results.items():
-        csv = opcalls_path(out_dir, label)
-        write_busy_json(lb.busy_info(), busy_path(out_dir, label))
-        write_opcalls_csv(lb.rows, csv)
+        csv = Path(out_dir) / opcalls_name(label)
+        write_busy(lb.busy_info(), Path(out_dir) / busy_name(label))
+        write_opcalls(lb.rows, csv)
         written.append(csv)
     return written
 
 
-__all__ = [
-    "CSV_COLUMNS", "LAYOUTS", "LabelBreakdown", "TraceError", "breakdown", "busy_path", "opcalls_path",
-    "read_opcalls_csv", "run_breakdown", "write_busy_json", "write_opcalls_csv", "write_outputs",
-]
+__all__ = ["LAYOUTS", "LabelBreakdown", "TraceError", "breakdown", "run_breakdown", "write_outputs"]

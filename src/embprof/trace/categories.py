@@ -1,4 +1,4 @@
-"""Fallback categories for work under no ``op:*`` range (``config/kernel_categories.yaml``)."""
+"""Fallback categories for work under no ``op:*`` range (``kernel_categories.yaml``; default in package data)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from .errors import TraceError
-
-DEFAULT_CATEGORIES = Path(__file__).resolve().parents[3] / "config" / "kernel_categories.yaml"
+from embprof.defaults import KERNEL_CATEGORIES, default_file
+from embprof.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -26,7 +25,7 @@ class Categories:
 
 
 def load_categories(path: Path | None = None) -> Categories:
-    path = Path(path) if path is not None else DEFAULT_CATEGORIES
+    path = Path(path) if path is not None else default_file(KERNEL_CATEGORIES)
     try:
         doc = yaml.safe_load(path.read_text())
         rules = tuple(
@@ -34,6 +33,6 @@ def load_categories(path: Path | None = None) -> Categories:
         )
         return Categories(rules=rules, unmatched=str(doc.get("unmatched", "(unwrapped)")))
     except OSError as exc:
-        raise TraceError(path, f"cannot read kernel categories: {exc.strerror}") from None
+        raise ConfigError(f"{path}: cannot read kernel categories: {exc.strerror}") from None
     except (yaml.YAMLError, AttributeError, KeyError, TypeError, re.error) as exc:
-        raise TraceError(path, f"bad kernel categories file ({type(exc).__name__}: {exc}); expected categories: [{{name, patterns: [regex]}}]") from None
+        raise ConfigError(f"{path}: bad kernel categories file ({type(exc).__name__}: {exc}); expected categories: [{{name, patterns: [regex]}}]") from None

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from embprof.errors import EmbprofError
 
-class TraceError(Exception):
+
+class TraceError(EmbprofError):
     """Bad or unusable input; ``str()`` is one line naming the file and the problem."""
 
     def __init__(self, path: Path | str, problem: str) -> None:

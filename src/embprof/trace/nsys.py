@@ -24,6 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from embprof.atomic import atomic_path
+
 from .columns import (
     BulkReader,
     DatabaseErrors,
@@ -222,22 +224,31 @@ def find_nsys(explicit: str | None) -> str | None:
     return shutil.which("nsys")
 
 
-def read_nsys_rep(path: Path, nsys: str | None, layout: str | None = None) -> Trace:
-    """Export a ``.nsys-rep`` to SQLite in a temporary directory, then read it."""
+def export_sqlite(report: Path, out: Path, nsys: str | None) -> None:
+    """``nsys export --type sqlite`` of ``report`` to ``out``, which appears whole or not at all."""
+    if not report.is_file() or report.stat().st_size == 0:
+        raise TraceError(report, "missing or empty")
     exe = find_nsys(nsys)
     if exe is None:
-        raise TraceError(path, "a .nsys-rep needs nsys to export it, and none was found (pass --nsys PATH, set NSYS, or put nsys on PATH)")
-    with tempfile.TemporaryDirectory(prefix="embprof-export-") as tmp:
-        out = Path(tmp) / (path.stem + ".sqlite")
-        cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(path)]
+        raise TraceError(report, "a .nsys-rep needs nsys to export it, and none was found (pass --nsys PATH, set NSYS, or put nsys on PATH)")
+    with atomic_path(out, suffix=".sqlite") as tmp:
+        tmp.unlink()  # nsys writes the file itself
+        cmd = [exe, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(tmp), str(report)]
+        print("+", " ".join(cmd), flush=True)
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         except OSError as exc:
-            raise TraceError(path, f"cannot run {exe}: {exc.strerror}") from None
-        if proc.returncode != 0 or not out.is_file():
+            raise TraceError(report, f"cannot run {exe}: {exc.strerror}") from None
+        if proc.returncode != 0 or not tmp.is_file():
             last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
-            raise TraceError(path, f"nsys export failed (exit {proc.returncode}): {last}")
+            raise TraceError(report, f"nsys export failed (exit {proc.returncode}): {last}")
+
+
+def read_nsys_rep(path: Path, nsys: str | None, layout: str | None = None) -> Trace:
+    """Export a ``.nsys-rep`` to SQLite in a temporary directory, then read it."""
+    with tempfile.TemporaryDirectory(prefix="embprof-export-") as tmp:
+        out = Path(tmp) / (path.stem + ".sqlite")
+        export_sqlite(path, out, nsys)
         trace = read_sqlite(out, layout=layout)
         trace.path = path
         return trace
-

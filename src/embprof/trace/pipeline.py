@@ -8,17 +8,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from embprof.results.busy import RANGE_RULE
+from embprof.results.opcalls import COLUMNS
+
 from .attribute import Attributed, attribute
 from .categories import load_categories
 from .errors import TraceError
 from .model import Trace
-from .output import CSV_COLUMNS
 from .readers import read_trace
 
 LAYOUTS = ("default", "any")
-# How range_ms_per_iter is measured: from each backend range's start until both the range and the
-# device work launched in it are done. Sidecars without the field hold the range's host time only.
-RANGE_RULE = "until-device-done"
 
 
 @dataclass
@@ -104,7 +103,7 @@ def _rows(g: pd.DataFrame, num_iters: int, category_of) -> pd.DataFrame:
         "fallback_category": ["" if r else category_of(op) for r, op in zip(is_range, agg["op"], strict=True)],
     })
     rows = rows.sort_values(["backend", "phase", "avg_ms_per_iter"], ascending=[True, True, False], kind="stable")
-    return rows[CSV_COLUMNS].reset_index(drop=True)
+    return rows[list(COLUMNS)].reset_index(drop=True)
 
 
 def run_breakdown(

@@ -8,15 +8,40 @@ while it runs).
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
+from embprof.errors import SuiteError
+
+# The suite, relative to the checkout that holds it (its test ids are relative to the same root).
 SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
 _PYTEST_OPTIONS = ("-o", "timeout=0", "-p", "no:cacheprovider")
 NSYS_PROFILE = (
     "profile", "--sample=none", "--cpuctxsw=none", "--trace=cuda,nvtx",
     "--cuda-graph-trace=node", "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
 )
+
+
+def suite_root(path: str | os.PathLike[str]) -> Path:
+    """The checkout at ``path``, checked to hold the suite; commands run there."""
+    root = Path(path).resolve()
+    if not (root / SUITE).is_file():
+        raise SuiteError(f"{root}: no benchmark suite ({SUITE}); pass --suite-root CHECKOUT")
+    return root
+
+
+def suite_env(root: str | os.PathLike[str]) -> dict[str, str]:
+    """This environment with the checkout's src/ and root first on PYTHONPATH.
+
+    The benchmark measures the checkout's code (``src/dynemb``), whether or not
+    the package is installed in the interpreter (a conda env of ``--sdm conda``).
+    """
+    env = dict(os.environ)
+    parts = (str(Path(root, "src").resolve()), str(Path(root).resolve()), env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in parts if p)
+    return env
 
 
 def _pytest(python: str | None) -> list[str]:
@@ -74,7 +99,3 @@ def nsys_profile_command(
         *_pytest(python), test_id, *_run_options(preset, num_iterations, torchrec, extra_args),
         "--profile", "nsys",
     ]
-
-
-def nsys_export_command(nsys: str, report: str, sqlite: str) -> list[str]:
-    return [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "-o", sqlite, report]

@@ -1,34 +1,25 @@
-"""The configs the workflow runs: enumeration, the configs table, per-config overrides.
+"""The configs the workflow runs: enumeration from pytest's collection, per-config overrides,
+and the digests that tie a step's outputs to its code.
 
-``results/configs.tsv`` (a header, then ``test_id<TAB>label`` per config) is
-written by the collect checkpoint from ``pytest --collect-only -q`` and read
-by the rules' input functions.
+The collect checkpoint writes the configs to ``results/configs.tsv``
+(:mod:`embprof.results.configs`); the rules' input functions read it.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from embprof.labels import parse_label
+from embprof.results.configs import BenchConfig
 
-HEADER = ("test_id", "label")
-# What an override may change for the configs it matches (config/schemas/config.schema.yaml).
+# What an override may change for the configs it matches (the config schema's run_settings).
 OVERRIDE_KEYS = ("num_iterations", "profile_iterations", "torchrec", "extra_args")
 _NODE_ID = re.compile(r"^(?P<test_id>\S+::\S*\[(?P<label>[^\[\]]+)\])$")
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    test_id: str
-    label: str
 
 
 def parse_collected(stdout: str) -> list[BenchConfig]:
@@ -57,22 +48,6 @@ def select_by_labels(configs: Sequence[BenchConfig], substrings: Sequence[str]) 
     if not substrings:
         return list(configs)
     return [c for c in configs if any(s in c.label for s in substrings)]
-
-
-def format_table(configs: Iterable[BenchConfig]) -> str:
-    buf = io.StringIO()
-    writer = csv.writer(buf, delimiter="\t", lineterminator="\n")
-    writer.writerow(HEADER)
-    writer.writerows((c.test_id, c.label) for c in configs)
-    return buf.getvalue()
-
-
-def read_table(path: str | os.PathLike[str]) -> list[BenchConfig]:
-    with open(path, encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle, delimiter="\t"))
-    if not rows or tuple(rows[0]) != HEADER:
-        raise ValueError(f"{path}: expected a header {HEADER}")
-    return [BenchConfig(test_id, label) for test_id, label in rows[1:]]
 
 
 def overrides_for(label: str, overrides: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:

@@ -41,9 +41,11 @@ def describe_environment(
     benchmark ran (a cluster's GPU node, say), so their device and GPU name
     win over this host's.
     """
-    import torch  # here, not at module level: the Snakefile imports this package
-
-    cuda = torch.cuda.is_available()
+    try:
+        import torch  # here, not at module level: the Snakefile imports this package
+    except ImportError:  # the analysis side of embprof installs without torch
+        torch = None
+    cuda = torch is not None and torch.cuda.is_available()
     env = {
         "device": "cuda" if cuda else "cpu",
         "gpu_name": torch.cuda.get_device_name(0) if cuda else None,
@@ -52,7 +54,7 @@ def describe_environment(
         ) if cuda else None,
         "cpu_name": cpu_name(),
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": torch.__version__ if torch is not None else None,
         "fbgemm_gpu": package_version(*FBGEMM_DISTRIBUTIONS),
         "torchrec": package_version("torchrec"),
         "snakemake": package_version("snakemake"),

@@ -14,14 +14,11 @@ import os
 import shutil
 from pathlib import Path
 
+from embprof.errors import ConfigError
+
 PROFILERS = ("auto", "nsys", "torch")
 PIN_VARIABLE = "EMBPROF_PROFILER"
-TRACE_SUFFIX = {"nsys": ".nsys-rep", "torch": ".kineto.json.gz"}
 _NVIDIA_GPUS = Path("/proc/driver/nvidia/gpus")
-
-
-class ProfilerError(ValueError):
-    """The config asks for a profiler this machine cannot run."""
 
 
 def find_nsys(configured: str | None) -> str | None:
@@ -31,7 +28,7 @@ def find_nsys(configured: str | None) -> str | None:
         if path.is_dir():
             path = path / "nsys"
         if not (path.is_file() and os.access(path, os.X_OK)):
-            raise ProfilerError(f"config nsys: {configured!r} is not an executable nsys binary")
+            raise ConfigError(f"config nsys: {configured!r} is not an executable nsys binary")
         return str(path.resolve())
     return shutil.which("nsys")
 
@@ -58,7 +55,7 @@ def resolve_profiler(requested: str, nsys: str | None) -> str:
     if requested == "auto" and pinned in ("nsys", "torch"):
         return pinned
     if requested not in PROFILERS:
-        raise ProfilerError(f"profiler must be one of {PROFILERS}, got {requested!r}")
+        raise ConfigError(f"profiler must be one of {PROFILERS}, got {requested!r}")
     if requested == "auto":
         return "nsys" if nsys is not None and cuda_gpu_present() else "torch"
     return requested

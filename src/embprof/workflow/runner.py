@@ -15,34 +15,35 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from embprof.workflow.steps import StepRecord, run_streaming
-
-SRC = Path(__file__).resolve().parents[2]
-
-
-def benchmark_env() -> dict[str, str]:
-    """This environment, with the project's src/ first on PYTHONPATH.
-
-    The benchmark measures the code of this checkout, whether or not the
-    package is installed in the interpreter (a conda env of ``--sdm conda``).
-    """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), env.get("PYTHONPATH")) if p)
-    return env
+from embprof.atomic import write_json
+from embprof.errors import ConfigError, ContractError
+from embprof.results.layout import TRACE_SUFFIX
+from embprof.results.records import read_records, write_results
+from embprof.results.steps import StepRecord
+from embprof.workflow.benchcli import (
+    nsys_profile_command,
+    suite_env,
+    timing_command,
+    torch_profile_command,
+)
+from embprof.workflow.steps import mark_failed_output, run_streaming
 
 
 @dataclass(frozen=True)
 class StepContext:
+    """One config's step; the benchmark runs in ``suite_root``, the checkout that holds the suite."""
+
     step: str
     label: str
     test_id: str
     log: str | None
+    suite_root: Path = Path(".")
 
 
 @contextmanager
 def scratch_dir(beside: str | os.PathLike[str], step: str, label: str) -> Iterator[Path]:
     """An empty folder next to ``beside`` (same file system, so a rename publishes), removed after."""
-    path = Path(beside).parent / f".scratch-{step}-{label}"
+    path = Path(beside).resolve().parent / f".scratch-{step}-{label}"
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     try:
@@ -60,12 +61,12 @@ def run_and_publish(
 ) -> StepRecord:
     """Run ``command``; when it succeeds and ``produced`` exists, ``publish(produced)``.
 
-    ``publish`` may raise ``ValueError`` when the file breaks the contract;
+    ``publish`` may raise :class:`ContractError` when the file breaks the contract;
     that, a non-zero exit, or a missing file becomes a failed record and
     ``write_failed()`` leaves the declared output in its failed form.
     """
     print("+", " ".join(command), flush=True)
-    returncode, tail = run_streaming(command, env=benchmark_env())
+    returncode, tail = run_streaming(command, env=suite_env(ctx.suite_root), cwd=ctx.suite_root)
     reason = ""
     if returncode != 0:
         reason = f"benchmark exited with {returncode}"
@@ -75,7 +76,7 @@ def run_and_publish(
     else:
         try:
             publish(produced)
-        except ValueError as exc:
+        except ContractError as exc:
             reason = str(exc)
     if reason:
         print(f"{ctx.step}: {ctx.label}: FAILED: {reason}", flush=True)
@@ -85,3 +86,65 @@ def run_and_publish(
         returncode=returncode, log=ctx.log, log_tail=tail if reason else "", reason=reason,
         command=list(command),
     )
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a config's benchmark runs (the config's settings and overrides, README "Configuration")."""
+
+    preset: str
+    num_iterations: int | None = None
+    torchrec: bool = True
+    extra_args: tuple[str, ...] = ()
+
+    def as_kwargs(self) -> dict[str, object]:
+        return dict(
+            preset=self.preset, num_iterations=self.num_iterations, torchrec=self.torchrec,
+            extra_args=list(self.extra_args),
+        )
+
+
+def profile_config(
+    ctx: StepContext, options: RunOptions, profiler: str, trace: Path, nsys: str | None = None
+) -> StepRecord:
+    """One profiler process for one config; a crash leaves an empty trace and a failed record."""
+    suffix = TRACE_SUFFIX[profiler]
+    if not trace.name.endswith(suffix):
+        raise ConfigError(f"--trace must end in {suffix} for profiler {profiler}")
+    if profiler == "nsys" and not nsys:
+        raise ConfigError("--profiler nsys needs --nsys PATH")
+    with scratch_dir(trace, "profile", ctx.label) as scratch:
+        produced = scratch / f"{ctx.label}{suffix}"
+        if profiler == "nsys":
+            command = nsys_profile_command(
+                str(nsys), str(scratch / ctx.label), ctx.test_id, **options.as_kwargs()
+            )
+        else:
+            command = torch_profile_command(ctx.test_id, trace_dir=str(scratch), **options.as_kwargs())
+        return run_and_publish(
+            ctx, command, produced,
+            publish=lambda path: os.replace(path, trace),
+            write_failed=lambda: mark_failed_output(trace),
+        )
+
+
+def time_config(ctx: StepContext, options: RunOptions, out: Path) -> StepRecord:
+    """The normal timed run of one config: ``out`` holds its one record, or ``[]`` when it failed."""
+    with scratch_dir(out, "timing", ctx.label) as scratch:
+        produced = scratch / f"{ctx.label}.json"
+        command = timing_command(ctx.test_id, results_file=str(produced), **options.as_kwargs())
+        return run_and_publish(
+            ctx, command, produced,
+            publish=lambda path: _publish_record(path, ctx.label, out),
+            write_failed=lambda: write_json(out, []),
+        )
+
+
+def _publish_record(produced: Path, label: str, out: Path) -> None:
+    """The benchmark's file must hold exactly one record of this config; a broken one fails the step."""
+    records = read_records(produced)
+    if len(records) != 1:
+        raise ContractError(f"{produced.name} must hold a list with one record")
+    if records[0].get("label") != label:
+        raise ContractError(f"record label {records[0].get('label')!r} is not {label!r}")
+    write_results(out, records)

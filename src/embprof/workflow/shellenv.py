@@ -9,10 +9,11 @@ from embprof.workflow.profiler import PIN_VARIABLE
 
 
 def put_interpreter_first_on_path() -> None:
-    """Make ``python`` in a rule's shell the interpreter running Snakemake (the project's venv).
+    """Make ``embprof`` and ``python`` in a rule's shell those of the interpreter running
+    Snakemake (the project's venv).
 
-    Rules say ``python workflow/scripts/X.py`` so that the logged command is
-    the one to re-run by hand; under ``--sdm conda`` the env's own ``bin``
+    Rules say ``embprof <step>`` (the venv's console script) so that the logged
+    command is the one to re-run by hand; under ``--sdm conda`` the env's own ``bin``
     still comes first, since Snakemake activates it inside the job's shell.
     """
     here = os.path.dirname(sys.executable)

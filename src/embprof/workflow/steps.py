@@ -1,7 +1,8 @@
 """Failure as data: a benchmark that crashes becomes a record, not a broken DAG.
 
 A per-config step (profile, timing) runs the benchmark as a child process,
-streams its output into the rule's log, and writes a *step record*: whether it
+streams its output into the rule's log, and writes a *step record*
+(:mod:`embprof.results.steps`): whether it
 worked, its return code, and the last lines of its output. The per-config
 status (``results/status/<label>.json``) merges the step records, so the report
 can list a failed config with its log tail while every other config goes on.
@@ -11,47 +12,16 @@ they fail the job loudly.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from embprof.atomic import write_bytes, write_json
+from embprof.atomic import write_bytes
 
 TAIL_LINES = 40
 _TAIL_BYTES = 256 * 1024
-# The order in which steps happen; the first failed one names the failure.
-STEP_ORDER = ("collect", "profile", "export", "breakdown", "sunburst", "timing")
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """What one step of one config did."""
-
-    step: str
-    label: str
-    test_id: str
-    ok: bool
-    returncode: int | None
-    log: str | None
-    log_tail: str = ""
-    reason: str = ""
-    command: list[str] = field(default_factory=list)
-
-    def write(self, path: str | os.PathLike[str]) -> None:
-        write_json(path, asdict(self))
-
-    @classmethod
-    def read(cls, path: str | os.PathLike[str]) -> StepRecord:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-        try:
-            return cls(**data)
-        except TypeError as exc:
-            raise ValueError(f"{path}: not a step record ({exc})") from None
 
 
 def log_tail(data: bytes, lines: int = TAIL_LINES) -> str:
@@ -73,17 +43,19 @@ def run_streaming(
     command: Sequence[str],
     env: Mapping[str, str] | None = None,
     sink: BinaryIO | None = None,
+    cwd: str | os.PathLike[str] | None = None,
 ) -> tuple[int, str]:
     """Run ``command``, copy its stdout and stderr to ``sink`` as they come, return (rc, tail).
 
-    The sink is the rule's log (the script's stdout), so progress bars show in
+    The sink is the rule's log (the command's stdout), so progress bars show in
     the log while the benchmark runs.
     """
     out = sink if sink is not None else sys.stdout.buffer
     sys.stdout.flush()
     kept = bytearray()
     with subprocess.Popen(
-        list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(env or os.environ)
+        list(command), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(env or os.environ),
+        cwd=cwd,
     ) as proc:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
@@ -95,26 +67,6 @@ def run_streaming(
                 del kept[:-_TAIL_BYTES]
         returncode = proc.wait()
     return returncode, log_tail(bytes(kept))
-
-
-def merge_status(label: str, test_id: str, records: Sequence[StepRecord]) -> dict[str, Any]:
-    """The per-config status: ok when every step is; else the first failed step and its tail."""
-    ordered = sorted(records, key=lambda r: STEP_ORDER.index(r.step) if r.step in STEP_ORDER else 99)
-    failed = next((r for r in ordered if not r.ok), None)
-    shown = failed or (ordered[0] if ordered else None)
-    return {
-        "label": label,
-        "test_id": test_id,
-        "ok": failed is None,
-        "failed_step": failed.step if failed else None,
-        "returncode": failed.returncode if failed else None,
-        "log": shown.log if shown else None,
-        "log_tail": failed.log_tail if failed else "",
-        "reason": failed.reason if failed else "",
-        "steps": {
-            r.step: {"ok": r.ok, "returncode": r.returncode, "log": r.log} for r in ordered
-        },
-    }
 
 
 def mark_failed_output(path: str | os.PathLike[str]) -> None:

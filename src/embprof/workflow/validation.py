@@ -9,17 +9,20 @@ from typing import Any
 import jsonschema
 import yaml
 
-
-class ConfigError(ValueError):
-    """The config breaks its schema; the message lists every problem."""
+from embprof.defaults import CONFIG_SCHEMA, default_file
+from embprof.errors import ConfigError
 
 
 def _where(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "(top level)"
 
 
-def validate_config(config: MutableMapping[str, Any], schema_path: str | os.PathLike[str]) -> None:
-    """Check ``config`` against the YAML JSON schema, then fill top-level defaults in place."""
+def validate_config(
+    config: MutableMapping[str, Any], schema_path: str | os.PathLike[str] | None = None
+) -> None:
+    """Check ``config`` against the YAML JSON schema (default: the packaged one), then fill
+    top-level defaults in place; :class:`ConfigError` lists every problem, one line each."""
+    schema_path = default_file(CONFIG_SCHEMA) if schema_path is None else schema_path
     with open(schema_path, encoding="utf-8") as handle:
         schema = yaml.safe_load(handle)
     validator = jsonschema.Draft7Validator(schema)

@@ -1,0 +1,54 @@
+"""The ``embprof`` command: one subcommand per workflow step, each what its rule runs.
+
+Every subcommand module holds ``HELP``, ``add_arguments(parser)`` and
+``run(args)``; it imports its heavy dependencies inside ``run``, so ``embprof
+--help`` stays fast. A failure of the input or the machine
+(:class:`embprof.errors.EmbprofError`, or an OS error) ends in one line on
+stderr and exit code 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from embprof import __version__
+from embprof.errors import EmbprofError
+
+# In the order the workflow runs them.
+COMMANDS = (
+    "collect", "profile", "export", "breakdown", "timing", "status", "aggregate", "sunburst",
+    "latency-plot", "peak-bandwidth", "bandwidth", "environment", "report", "checks", "ec-results",
+)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog="embprof",
+        description="Per-op GPU time of embedding tables: the steps of the embprof workflow.",
+        epilog="`embprof COMMAND --help` for each; the workflow's rules run exactly these.",
+    )
+    top.add_argument("--version", action="version", version=f"embprof {__version__}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"embprof.cli.{name.replace('-', '_')}")
+        sub = commands.add_parser(
+            name, help=module.HELP, description=module.__doc__,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.run(args) or 0
+    except (EmbprofError, OSError) as exc:
+        text = str(exc).strip()
+        message = text.splitlines()[0] if text else type(exc).__name__
+        print(f"embprof {args.command}: error: {message}", file=sys.stderr)
+        return 1

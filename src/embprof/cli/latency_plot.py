@@ -1,0 +1,24 @@
+"""The latency plot of every timed config: a PNG and a self-contained HTML page.
+
+    embprof latency-plot --results results/benchmark_results.json \
+        --png results/plots/latency.png --html results/plots/latency.html
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "draw the latency plot of every timed config (PNG and HTML)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", type=Path, required=True, help="benchmark_results.json")
+    parser.add_argument("--png", type=Path, required=True, help="static image to write")
+    parser.add_argument("--html", type=Path, required=True, help="interactive page to write")
+
+
+def run(args: argparse.Namespace) -> None:
+    from embprof.plots.pages import write_latency_plot
+
+    print(write_latency_plot(args.results, args.png, args.html))

@@ -1,0 +1,31 @@
+"""One config's sunburst (a ring per phase, stage and op, per backend): a PNG and an HTML page.
+
+    embprof sunburst --opcalls results/opcalls/opcalls__LABEL.csv \
+        --png results/sunburst/LABEL.png --html results/sunburst/LABEL.html
+
+The busy-time sidecar beside the CSV (opcalls__LABEL.busy.json), when there
+is one, adds each backend's busy time.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "draw one config's sunburst (PNG and HTML)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--opcalls", type=Path, required=True, help="opcalls__<label>.csv")
+    parser.add_argument("--label", help="the config's label (default: from the CSV's file name)")
+    parser.add_argument("--png", type=Path, required=True, help="static image to write")
+    parser.add_argument("--html", type=Path, required=True, help="interactive page to write")
+
+
+def run(args: argparse.Namespace) -> None:
+    from embprof.plots.pages import write_sunburst
+    from embprof.results.layout import busy_name, label_from_file
+
+    label = args.label or label_from_file(args.opcalls)
+    busy = args.opcalls.parent / busy_name(label)
+    print(write_sunburst(args.opcalls, busy, label, args.png, args.html))

@@ -1,0 +1,35 @@
+"""Time one benchmark config the normal way (no profiler): one JSON record in a list.
+
+    embprof timing --test-id ID --label LABEL --preset smoke \
+        --out results/timing/LABEL.json --record results/steps/timing/LABEL.json \
+        [--log LOG] [--num-iterations N] [--no-torchrec] [--extra-arg=ARG ...] [--suite-root CHECKOUT]
+
+A benchmark crash is data: the output is an empty list and the record says
+failed, with the log tail.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from embprof.cli.options import add_run_options, add_step, add_suite_root
+
+HELP = "time one config, unprofiled (its benchmark record)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_step(parser)
+    add_run_options(parser)
+    parser.add_argument("--out", type=Path, required=True, help="the timing file to write")
+    add_suite_root(parser)
+
+
+def run(args: argparse.Namespace) -> None:
+    from embprof.workflow.benchcli import suite_root
+    from embprof.workflow.runner import RunOptions, StepContext, time_config
+
+    ctx = StepContext("timing", args.label, args.test_id, args.log, suite_root(args.suite_root))
+    options = RunOptions(args.preset, args.num_iterations, not args.no_torchrec, tuple(args.extra_arg))
+    record = time_config(ctx, options, args.out.resolve())
+    record.write(args.record)

@@ -1,0 +1,81 @@
+"""HTML pages from Jinja templates: plotly.js inline once per page, figures as inline JSON."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup
+
+from embprof.pages.cells import Cells, Column, to_cells
+from embprof.pages.legend import LEGEND_VIEW
+from embprof.plots.figures import plotly_js
+
+
+@dataclass(frozen=True)
+class LegendItem:
+    """One backend's legend table; in the report also its own sunburst, drawn beside it."""
+
+    title: str
+    note: str
+    cells: Cells
+    figure_id: str = ""
+    figure_div: str = ""
+
+
+@cache
+def _environment(packages: tuple[str, ...]) -> jinja2.Environment:
+    """Templates of ``packages`` (their ``templates/`` folders, first wins), then this package's."""
+    loaders = [jinja2.PackageLoader(p, "templates") for p in (*packages, "embprof.pages")]
+    return jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+
+
+def render(template: str, packages: tuple[str, ...] = (), **context: Any) -> str:
+    """Render a page; ``*_div`` values and plotly.js are trusted HTML made by plotly."""
+    env = _environment(packages)
+    return env.get_template(template).render(plotly_js=Markup(plotly_js()), **context)
+
+
+def legend_items(
+    legends: dict[str, pd.DataFrame],
+    notes: dict[str, str],
+    names: dict[str, str],
+    figures: dict[str, tuple[str, str]] | None = None,
+    view: Sequence[Column] = LEGEND_VIEW,
+) -> list[LegendItem]:
+    """Legend tables per backend; ``figures`` maps a backend to (figure id, figure div)."""
+    figures = figures or {}
+    return [
+        LegendItem(
+            title=names.get(b, b),
+            note=notes.get(b, ""),
+            cells=to_cells(t, view),
+            figure_id=figures.get(b, ("", ""))[0],
+            figure_div=Markup(figures.get(b, ("", ""))[1]),
+        )
+        for b, t in legends.items()
+    ]
+
+
+def figure_page(
+    title: str, figure_id: str, figure_div: str, items: list[LegendItem], note: str = ""
+) -> str:
+    """A page of its own for one figure (and its legend tables), readable offline."""
+    return render(
+        "figure_page.html.j2",
+        title=title,
+        figure_id=figure_id,
+        figure_div=Markup(figure_div),
+        legend_items=items,
+        note=note,
+    )

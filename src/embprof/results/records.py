@@ -1,0 +1,133 @@
+"""Benchmark result records (docs/DESIGN.md, "Benchmark result record") and the files holding them.
+
+A timing file (``timing/<label>.json``) and ``benchmark_results.json`` are JSON
+lists of records; the benchmark appends to its ``--results-file`` under a lock.
+The EmbeddingCollection benchmark's records follow the same rules with their own
+fields (:data:`EC_RESULT_FIELDS`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from embprof.atomic import write_json, write_text
+from embprof.errors import ContractError
+from embprof.labels import parse_label
+from embprof.results.jsonfile import read_json
+
+RESULT_FIELDS = (
+    "label", "gpu_name", "device", "num_tables", "batch_size", "embedding_dim", "optimizer_type",
+    "caching", "cache_footprint_ratio", "pooling_mode", "num_embeddings_per_feature",
+    "feature_distribution", "alpha", "max_hotness", "avg_n_unique", "avg_n_total",
+    "num_iterations", "dyn_forward_ms", "dyn_backward_ms", "dyn_train_ms", "dyn_eval_ms",
+    "trc_forward_ms", "trc_backward_ms", "trc_train_ms", "trc_eval_ms", "torch_version",
+    "fbgemm_gpu_version", "torchrec_version", "trc_skip_reason", "status",
+)
+EC_RESULT_FIELDS = (
+    "label", "benchmark", "status", "skip_reason", "use_index_dedup", "use_dynamic_embedding",
+    "table_backend", "batch_size", "local_batch_size", "world_size", "device", "gpu_name",
+    "backend", "num_features", "num_tables", "num_embeddings_per_feature", "total_rows",
+    "rows_scale", "multi_hot_sizes", "embedding_dim", "optimizer_type", "owner_policy",
+    "iterations", "warmup_iterations", "forward_ms", "backward_ms", "total_ms",
+    "forward_ms_per_rank", "backward_ms_per_rank", "total_ms_per_rank",
+    "ids_sent_per_rank_per_iter", "timer", "torch_version", "fbgemm_gpu_version",
+    "torchrec_version",
+)
+LOCK_TIMEOUT_S = 120
+
+
+def check_record(record: dict[str, Any], fields: Sequence[str] = RESULT_FIELDS) -> None:
+    """A record carries exactly the contract's fields."""
+    missing = [f for f in fields if f not in record]
+    extra = [f for f in record if f not in fields]
+    if missing or extra:
+        raise ContractError(f"result record fields: missing {missing}, unexpected {extra}")
+
+
+def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """A JSON list of record objects (a file of one object counts as a list of it)."""
+    data = read_json(path)
+    data = [data] if isinstance(data, dict) else data
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise ContractError(f"{path}: expected a JSON list of record objects")
+    return data
+
+
+def check_results(records: list[dict[str, Any]], path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """``records`` have valid, unique config labels (``path`` names them in errors)."""
+    for i, record in enumerate(records):
+        label = record.get("label")
+        if not isinstance(label, str):
+            raise ContractError(f"{path}: record {i}: label must be a string, got {label!r}")
+        try:
+            parse_label(label)
+        except ValueError as exc:
+            raise ContractError(f"{path}: record {i}: {exc}") from None
+    labels = [r["label"] for r in records]
+    if len(set(labels)) != len(labels):
+        dup = next(lab for lab in labels if labels.count(lab) > 1)
+        raise ContractError(f"{path}: label {dup!r} appears more than once")
+    return records
+
+
+def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """``benchmark_results.json`` (or a timing file): records with valid, unique labels."""
+    return check_results(read_records(path), path)
+
+
+def write_results(path: str | os.PathLike[str], records: list[dict[str, Any]]) -> Path:
+    """Write a list of records once it passes the checks its readers make; NaN becomes null."""
+    check_results(records, path)
+    text = json.dumps(_finite_or_null(records), indent=2, allow_nan=False) + "\n"
+    return write_text(path, text)
+
+
+def merge_results(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
+    """Every record of every file, sorted by label; a label in two files is an error.
+
+    Failed records (``status`` other than ``"ok"``) are kept: the report lists them.
+    """
+    merged: dict[str, dict[str, Any]] = {}
+    origin: dict[str, str] = {}
+    for path in paths:
+        for record in read_records(path):
+            label = record.get("label")
+            if not isinstance(label, str):
+                raise ContractError(f"{path}: a record has no string 'label'")
+            if label in merged:
+                raise ContractError(f"{path}: label {label!r} already came from {origin[label]}")
+            merged[label], origin[label] = record, str(path)
+    return [merged[label] for label in sorted(merged)]
+
+
+def append_record(
+    path: str | os.PathLike[str], record: dict[str, Any], fields: Sequence[str] = RESULT_FIELDS
+) -> None:
+    """Append ``record`` to the JSON list at ``path`` (created when missing), atomically under a
+    lock, so that concurrent runs never lose or corrupt a record."""
+    from filelock import FileLock
+
+    check_record(record, fields)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{target}.lock", timeout=LOCK_TIMEOUT_S):
+        # An empty file (e.g. touched by a workflow) holds no records yet.
+        records = read_records(target) if target.exists() and target.stat().st_size else []
+        records.append(record)
+        write_json(target, records, indent=1)
+
+
+def _finite_or_null(value: Any) -> Any:
+    """NaN and infinities become null: strict JSON, as browsers and jq read it."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, list):
+        return [_finite_or_null(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    return value
