@@ -6,7 +6,7 @@ rule peak_bandwidth:
     input:
         records=ancient(L.benchmark_results),
     output:
-        L.peak,
+        update(L.peak),
     params:
         code=DIGEST["peak_bandwidth"],
     log:
@@ -28,7 +28,7 @@ rule bandwidth:
         record=L.timing(LABEL),
         peak=L.peak,
     output:
-        L.bandwidth(LABEL),
+        update(L.bandwidth(LABEL)),
     params:
         code=DIGEST["bandwidth"],
     log:

@@ -5,8 +5,8 @@ rule breakdown:
     input:
         trace=get_breakdown_trace,
     output:
-        opcalls=L.opcalls(LABEL),
-        busy=L.busy(LABEL),
+        opcalls=update(L.opcalls(LABEL)),
+        busy=update(L.busy(LABEL)),
     params:
         out_dir=L.opcalls_dir,
         code=DIGEST["breakdown"],

@@ -3,7 +3,7 @@ checkpoint collect:
     # is built after this has run (never at parse time).
     localrule: True
     output:
-        table=L.configs,
+        table=update(L.configs),
     params:
         preset=config["preset"],
         selection=get_collect_options(),

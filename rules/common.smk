@@ -5,8 +5,13 @@
 # this file, so the workflow runs from any working directory and as a Snakemake module;
 # what it writes goes to results/ under the working directory; the code the rules run is
 # the installed embprof package (the `embprof` command), found where Python imports it.
+#
+# Every output is marked update(): Snakemake keeps its previous version while the job runs
+# and puts it back when the job fails (each command writes whole files by a rename), so a
+# failing step never leaves the user with less than before, e.g. the last good report.
 import os
 import shlex
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -27,18 +32,27 @@ from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
 from embprof.results.steps import read_status
 from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.profiler import find_nsys, resolve_profiler
+from embprof.workflow.environment import host_memory_bytes
+from embprof.workflow.preflight import SuiteFacts, run_problems
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
-from embprof.workflow.validation import validate_config
+from embprof.workflow.validation import invalid_config, validate_config
 
 # The checkout this workflow lives in: its benchmark suite is what the profiles run.
 WORKFLOW_ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent
+sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package (its sizes, no torch)
 PACKAGE = Path(embprof.__file__).parent
 L = ResultsLayout("results")
 
+from benchmark.configs import inputs_problem, preset_labels
+
+# Everything that can be known before the run stops it here, one line per problem.
 try:
     validate_config(config)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+_PROBLEMS = run_problems(config, SuiteFacts(preset_labels, inputs_problem), L, host_memory_bytes())
+if _PROBLEMS:
+    raise WorkflowError(str(invalid_config(_PROBLEMS)))
 try:
     NSYS = find_nsys(config["nsys"]) if config["profiler"] != "torch" else None
     PROFILER = resolve_profiler(config["profiler"], NSYS)

@@ -5,8 +5,8 @@ rule profile:
     input:
         table=ancient(L.configs),
     output:
-        trace=get_trace(),
-        record=L.step("profile", LABEL),
+        trace=update(get_trace()),
+        record=update(L.step("profile", LABEL)),
     params:
         test_id=get_test_id,
         preset=config["preset"],

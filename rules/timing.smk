@@ -4,8 +4,8 @@ rule timing:
     input:
         table=ancient(L.configs),
     output:
-        timing=L.timing(LABEL),
-        record=L.step("timing", LABEL),
+        timing=update(L.timing(LABEL)),
+        record=update(L.step("timing", LABEL)),
     params:
         test_id=get_test_id,
         preset=config["preset"],
@@ -30,7 +30,7 @@ rule aggregate:
     input:
         timing=get_timing_files,
     output:
-        L.benchmark_results,
+        update(L.benchmark_results),
     params:
         code=DIGEST["aggregate"],
     log:

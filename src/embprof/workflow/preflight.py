@@ -1,0 +1,106 @@
+"""What can be known about a run before any job starts, checked when the Snakefile is parsed.
+
+The schema says what a value may look like; these checks say whether the run it
+asks for can work: a ``-k`` expression pytest can parse, label substrings that
+name configs of the preset, a ``total_cap`` the tables can share, iterations whose
+inputs fit in this host's memory, a ``compare_to`` that is a results folder. Every
+problem is one line naming its key; nothing here runs pytest or imports torch.
+The suite's facts come in as functions (the benchmark's own ``preset_labels`` and
+``input_bytes``), so the rule that makes a label has one home.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from embprof.errors import ContractError
+from embprof.results.layout import ResultsLayout
+from embprof.results.records import read_results
+
+
+@dataclass(frozen=True)
+class SuiteFacts:
+    """What the benchmark suite says about a preset without running it."""
+
+    labels: Callable[[str, int | None], list[str]]  # (preset, total_cap) -> labels; ValueError
+    # (preset, iterations, memory bytes) -> why their inputs cannot fit, or None
+    inputs_problem: Callable[[str, int, int | None], str | None]
+
+
+def select_problem(select: str | None) -> str | None:
+    """Why ``select`` is not a pytest ``-k`` expression, or ``None`` (also when pytest is absent)."""
+    if not select:
+        return None
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:  # an analysis-only install; the collect job still reports it
+        return None
+    try:
+        Expression.compile(select)
+    except SyntaxError as exc:
+        hint = " (-k cannot hold '='; `labels:` takes label parts with '=')" if "=" in select else ""
+        return f"select: {select!r} is not a pytest -k expression: at column {exc.offset}: {exc.msg}{hint}"
+    return None
+
+
+def iteration_problems(
+    config: Mapping[str, Any], inputs_problem: Callable[[str, int, int | None], str | None],
+    memory: int | None,
+) -> list[str]:
+    """Iteration counts (global and per override) whose pre-generated inputs exceed this host's memory."""
+    settings = {"": config} | {f"overrides.{k}.": v for k, v in config["overrides"].items()}
+    problems = []
+    for prefix, values in settings.items():
+        for key in ("num_iterations", "profile_iterations"):
+            if values.get(key) is not None:
+                problem = inputs_problem(config["preset"], values[key], memory)
+                problems += [f"{prefix}{key}: {problem}"] if problem else []
+    return problems
+
+
+def compare_to_problem(compare_to: str | None, results: ResultsLayout) -> str | None:
+    """Why ``compare_to`` is not a previous results folder the report can read, or ``None``."""
+    if not compare_to:
+        return None
+    folder = Path(compare_to)
+    if not folder.is_dir():
+        return f"compare_to: {compare_to}: no such folder"
+    if results.root.is_dir() and os.path.samefile(folder, results.root):
+        return f"compare_to: {compare_to} is this run's own results folder; name an earlier one"
+    previous = ResultsLayout(folder).benchmark_results
+    if not previous.is_file():
+        return f"compare_to: {compare_to}: not a results folder (it has no {previous.name})"
+    try:
+        read_results(previous)
+    except ContractError as exc:
+        return f"compare_to: {exc}"
+    return None
+
+
+def label_problems(config: Mapping[str, Any], suite_labels: Callable[[str, int | None], list[str]]) -> list[str]:
+    """A ``total_cap`` the tables cannot share, and ``labels`` substrings that name no config."""
+    preset = config["preset"]
+    try:
+        labels = suite_labels(preset, config["total_cap"])
+    except ValueError as exc:
+        return [f"total_cap: {exc}"]
+    return [
+        f"labels: {wanted!r} is in no config label of the {preset} preset (e.g. {labels[0]})"
+        for wanted in config["labels"]
+        if not any(wanted in label for label in labels)
+    ]
+
+
+def run_problems(
+    config: Mapping[str, Any], suite: SuiteFacts, results: ResultsLayout, memory: int | None
+) -> list[str]:
+    """Every problem of a schema-valid config that would make its jobs fail, one line each."""
+    problems = [p for p in (select_problem(config["select"]),) if p]
+    problems += label_problems(config, suite.labels)
+    problems += iteration_problems(config, suite.inputs_problem, memory)
+    problems += [p for p in (compare_to_problem(config["compare_to"], results),) if p]
+    return problems
