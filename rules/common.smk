@@ -29,7 +29,7 @@ from embprof.defaults import BANDWIDTH_TABLE, KERNEL_CATEGORIES, config_file
 from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
 from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
-from embprof.results.steps import read_status
+from embprof.results.steps import read_status, succeeded
 from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.environment import host_memory_bytes
@@ -186,22 +186,16 @@ def get_status_files(wildcards):
 
 
 def get_per_op_outputs(wildcards):
-    """Per-op tables, sunbursts and bandwidth of the configs whose steps worked.
+    """Per-op tables, sunbursts and bandwidth of the configs whose every step worked.
 
-    A failed profile has no per-op outputs; bandwidth also needs the timing
-    record (ids per iteration).
+    A failed config has none: the report shows only its failure.
     """
-    profiled, timed = [], []
-    for label in get_labels():
-        steps = get_status(label)["steps"]
-        if steps["profile"]["ok"]:
-            profiled.append(label)
-            if steps["timing"]["ok"]:
-                timed.append(label)
+    labels = get_labels()
+    shown = succeeded({label: get_status(label) for label in labels}, labels)
     return {
-        "opcalls": [L.opcalls(label) for label in profiled],
-        "sunburst": [f(label) for label in profiled for f in (L.sunburst_png, L.sunburst_html)],
-        "bandwidth": [L.bandwidth(label) for label in timed],
+        "opcalls": [L.opcalls(label) for label in shown],
+        "sunburst": [f(label) for label in shown for f in (L.sunburst_png, L.sunburst_html)],
+        "bandwidth": [L.bandwidth(label) for label in shown],
     }
 
 
