@@ -228,6 +228,21 @@ def preset_labels(preset: str, total_cap: int | None = None) -> list[str]:
     return [c.label for suite in SUITES for c in suite_configs(suite, PRESETS[preset], total_cap=total_cap)]
 
 
+def select_problem(select: str) -> str | None:
+    """Why ``select`` is no pytest ``-k`` expression (pytest's own parser says), or ``None``;
+    also ``None`` where pytest is not installed (an analysis-only host collects nothing)."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        return None
+    try:
+        Expression.compile(select)
+    except SyntaxError as exc:
+        hint = " (-k cannot hold '='; `labels:` takes label parts with '=')" if "=" in select else ""
+        return f"{select!r} is not a pytest -k expression: at column {exc.offset}: {exc.msg}{hint}"
+    return None
+
+
 # Every iteration's ids exist before the run (datagen): an int64 id per value, an int64 offset per sample.
 ID_BYTES = OFFSET_BYTES = 8
 

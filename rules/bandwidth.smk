@@ -27,6 +27,7 @@ rule bandwidth:
         opcalls=L.opcalls(LABEL),
         record=L.timing(LABEL),
         peak=L.peak,
+        settings=get_settings("bandwidth"),
     output:
         update(L.bandwidth(LABEL)),
     params:

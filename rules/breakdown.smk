@@ -4,6 +4,7 @@ rule breakdown:
     # else the packaged default (the command's own default, so a re-run by hand agrees).
     input:
         trace=get_breakdown_trace,
+        settings=get_settings("breakdown"),
     output:
         opcalls=update(L.opcalls(LABEL)),
         busy=update(L.busy(LABEL)),

@@ -2,6 +2,8 @@ checkpoint collect:
     # Which configs exist is only known by asking pytest, so the DAG below it
     # is built after this has run (never at parse time).
     localrule: True
+    input:
+        settings=get_settings("collect"),
     output:
         table=update(L.configs),
     params:

@@ -33,7 +33,8 @@ from embprof.results.steps import read_status, succeeded
 from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.environment import host_memory_bytes
-from embprof.workflow.preflight import SuiteFacts, run_problems
+from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems
+from embprof.workflow.settings import record_settings
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
 from embprof.workflow.validation import invalid_config, validate_config
 
@@ -43,16 +44,19 @@ sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package (its
 PACKAGE = Path(embprof.__file__).parent
 L = ResultsLayout("results")
 
-from benchmark.configs import inputs_problem, preset_labels
+from benchmark.configs import inputs_problem, preset_labels, select_problem
 
 # Everything that can be known before the run stops it here, one line per problem.
 try:
     validate_config(config)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
-_PROBLEMS = run_problems(config, SuiteFacts(preset_labels, inputs_problem), L, host_memory_bytes())
+_PROBLEMS = run_problems(config, SuiteFacts(preset_labels, select_problem, inputs_problem), L, host_memory_bytes())
 if _PROBLEMS:
     raise WorkflowError(str(invalid_config(_PROBLEMS)))
+_BROKEN = results_problems(L)
+if _BROKEN:
+    raise WorkflowError(str(invalid_config(_BROKEN, f"broken files in {L.root}/")))
 try:
     NSYS = find_nsys(config["nsys"]) if config["profiler"] != "torch" else None
     PROFILER = resolve_profiler(config["profiler"], NSYS)
@@ -92,8 +96,12 @@ CODE = {
 DIGEST = {step: code_digest(paths, root=PACKAGE) for step, paths in CODE.items()}
 DIGEST["measured"] = code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)
 # An overriding file re-runs its step as an edit of the code would.
-for _step, _file in (("breakdown", CATEGORIES), ("bandwidth", BANDWIDTH)):
-    DIGEST[_step] = f"{DIGEST[_step]}-{code_digest([_file.name], root=_file.parent)}"
+TABLE_DIGEST = {
+    step: code_digest([file.name], root=file.parent)
+    for step, file in (("breakdown", CATEGORIES), ("bandwidth", BANDWIDTH))
+}
+for _step, _digest in TABLE_DIGEST.items():
+    DIGEST[_step] = f"{DIGEST[_step]}-{_digest}"
 
 
 wildcard_constraints:
@@ -160,6 +168,51 @@ def get_profile_options(wildcards):
 
 def get_timing_options(wildcards):
     return _options(get_run_settings(wildcards.label), "num_iterations")
+
+
+# The settings that shape each step's outputs, beside its code, as files in results/settings/:
+# they travel with a copied results/, so a changed setting re-runs its steps in any clone
+# (Snakemake's own params trigger lives in .snakemake/, which stays behind).
+PENDING_SETTINGS = Path(".snakemake", "embprof", "pending")
+PER_CONFIG_SETTINGS = ("profile", "timing")
+
+
+def _run_settings(label, iterations_key):
+    settings = get_run_settings(label)
+    return {
+        "preset": config["preset"],
+        "iterations": settings[iterations_key],
+        "torchrec": settings["torchrec"],
+        "extra_args": settings["extra_args"],
+    }
+
+
+SETTINGS = {
+    "collect": lambda label: {
+        "preset": config["preset"],
+        "select": config["select"],
+        "labels": config["labels"],
+        "size_args": SIZE_ARGS,
+    },
+    "profile": lambda label: {**_run_settings(label, "profile_iterations"), "profiler": PROFILER},
+    "timing": lambda label: _run_settings(label, "num_iterations"),
+    "breakdown": lambda label: {"kernel_categories": TABLE_DIGEST["breakdown"]},
+    "bandwidth": lambda label: {"bandwidth_table": TABLE_DIGEST["bandwidth"]},
+    "environment": lambda label: {"preset": config["preset"], "profiler": PROFILER},
+    "report": lambda label: {"compare_to": config["compare_to"]},
+}
+
+
+def get_settings(rule):
+    """The input function of ``rule``'s settings file (one per config for the benchmark's runs);
+    a dry run writes a changed one under .snakemake/ and leaves results/ alone."""
+
+    def settings_file(wildcards):
+        label = wildcards.label if rule in PER_CONFIG_SETTINGS else None
+        pending = PENDING_SETTINGS if workflow.dryrun else None
+        return record_settings(L.settings(rule, label), SETTINGS[rule](label), pending)
+
+    return settings_file
 
 
 def get_trace():

@@ -4,6 +4,7 @@ rule profile:
     # per-op steps of that config out of the report's inputs.
     input:
         table=ancient(L.configs),
+        settings=get_settings("profile"),
     output:
         trace=update(get_trace()),
         record=update(L.step("profile", LABEL)),

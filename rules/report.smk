@@ -26,6 +26,7 @@ rule environment:
     localrule: True
     input:
         timing=get_timing_files,
+        settings=get_settings("environment"),
     output:
         update(L.environment),
     params:
@@ -80,6 +81,7 @@ rule report:
         status=get_status_files,
         environment=L.environment,
         peak=L.peak,
+        settings=get_settings("report"),
     output:
         html=update(report(
             L.report_html,

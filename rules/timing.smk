@@ -3,6 +3,7 @@ rule timing:
     # enters a latency; it takes every core, so nothing runs beside it.
     input:
         table=ancient(L.configs),
+        settings=get_settings("timing"),
     output:
         timing=update(L.timing(LABEL)),
         record=update(L.step("timing", LABEL)),

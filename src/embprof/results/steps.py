@@ -41,9 +41,12 @@ class StepRecord:
     def read(cls, path: str | os.PathLike[str]) -> StepRecord:
         data = read_object(path, "a step record")
         try:
-            return cls(**data)
+            record = cls(**data)
         except TypeError as exc:
             raise ContractError(f"{path}: not a step record ({exc})") from None
+        if not isinstance(record.ok, bool) or not isinstance(record.step, str):
+            raise ContractError(f"{path}: not a step record (ok must be true or false, step a name)")
+        return record
 
 
 def merge_status(label: str, test_id: str, records: Sequence[StepRecord]) -> dict[str, Any]:
@@ -83,6 +86,10 @@ def read_status(path: str | os.PathLike[str]) -> dict[str, Any]:
         parse_label(label if isinstance(label, str) else "")
     except ValueError:
         raise ContractError(f"{path}: status: not a config label: {label!r}") from None
+    if not isinstance(data["ok"], bool):
+        raise ContractError(f"{path}: status: ok must be true or false, got {data['ok']!r}")
+    if not data["ok"] and not isinstance(data["failed_step"], str):
+        raise ContractError(f"{path}: status: a failed config needs its failed_step, got {data['failed_step']!r}")
     return data
 
 

@@ -5,8 +5,11 @@ asks for can work: a ``-k`` expression pytest can parse, label substrings that
 name configs of the preset, a ``total_cap`` the tables can share, iterations whose
 inputs fit in this host's memory, a ``compare_to`` that is a results folder. Every
 problem is one line naming its key; nothing here runs pytest or imports torch.
-The suite's facts come in as functions (the benchmark's own ``preset_labels`` and
-``input_bytes``), so the rule that makes a label has one home.
+Whether a ``-k`` expression matches any test id is pytest's to say: the collect
+job does, in one line.
+The suite's facts come in as functions (the benchmark's own ``preset_labels``,
+``select_problem`` and ``inputs_problem``), so the rule that makes a label has one home. The results folder's
+files that the input functions read are checked here too.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from embprof.errors import ContractError
+from embprof.results.configs import read_configs
 from embprof.results.layout import ResultsLayout
 from embprof.results.records import read_results
+from embprof.results.steps import read_status
 
 
 @dataclass(frozen=True)
@@ -27,24 +32,9 @@ class SuiteFacts:
     """What the benchmark suite says about a preset without running it."""
 
     labels: Callable[[str, int | None], list[str]]  # (preset, total_cap) -> labels; ValueError
+    select_problem: Callable[[str], str | None]  # why a -k expression cannot select, or None
     # (preset, iterations, memory bytes) -> why their inputs cannot fit, or None
     inputs_problem: Callable[[str, int, int | None], str | None]
-
-
-def select_problem(select: str | None) -> str | None:
-    """Why ``select`` is not a pytest ``-k`` expression, or ``None`` (also when pytest is absent)."""
-    if not select:
-        return None
-    try:
-        from _pytest.mark.expression import Expression
-    except ImportError:  # an analysis-only install; the collect job still reports it
-        return None
-    try:
-        Expression.compile(select)
-    except SyntaxError as exc:
-        hint = " (-k cannot hold '='; `labels:` takes label parts with '=')" if "=" in select else ""
-        return f"select: {select!r} is not a pytest -k expression: at column {exc.offset}: {exc.msg}{hint}"
-    return None
 
 
 def iteration_problems(
@@ -99,8 +89,30 @@ def run_problems(
     config: Mapping[str, Any], suite: SuiteFacts, results: ResultsLayout, memory: int | None
 ) -> list[str]:
     """Every problem of a schema-valid config that would make its jobs fail, one line each."""
-    problems = [p for p in (select_problem(config["select"]),) if p]
+    problem = suite.select_problem(config["select"]) if config["select"] else None
+    problems = [f"select: {problem}"] if problem else []
     problems += label_problems(config, suite.labels)
     problems += iteration_problems(config, suite.inputs_problem, memory)
     problems += [p for p in (compare_to_problem(config["compare_to"], results),) if p]
+    return problems
+
+
+def results_problems(results: ResultsLayout) -> list[str]:
+    """Broken files among those the workflow's input functions read at every DAG pass
+    (``configs.tsv`` and its configs' statuses), each named with what to do; the run
+    stops before any job rather than in a traceback of an input function."""
+    if not results.configs.exists():
+        return []
+    try:
+        configs = read_configs(results.configs)
+    except ContractError as exc:
+        return [f"{exc}: delete it, and collect lists the configs again"]
+    problems = []
+    for config in configs:
+        path = results.status(config.label)
+        try:
+            if path.exists():
+                read_status(path)
+        except ContractError as exc:
+            problems.append(f"{exc}: delete it, and it is merged again from {results.root / 'steps'}/")
     return problems

@@ -106,6 +106,6 @@ def validate_config(
             config[key] = spec["default"]
 
 
-def invalid_config(problems: list[str]) -> ConfigError:
-    """One error for a config's problems: a heading, then one indented line each."""
-    return ConfigError("invalid config:\n" + "\n".join(f"  {p}" for p in problems))
+def invalid_config(problems: list[str], heading: str = "invalid config") -> ConfigError:
+    """One error for a config's (or a results folder's) problems: a heading, then one indented line each."""
+    return ConfigError(f"{heading}:\n" + "\n".join(f"  {p}" for p in problems))
