@@ -25,14 +25,15 @@ class LockHeld(EmbprofError):
 
 
 def _is_snakemake(argv: list[str]) -> bool:
-    """``snakemake ...``, ``python -m snakemake ...`` or ``python .../snakemake/__main__.py ...``."""
-    for i, arg in enumerate(argv[:3]):
-        name = os.path.basename(arg)
-        if name == "snakemake" or (arg == "-m" and argv[i + 1 : i + 2] == ["snakemake"]):
+    """``snakemake ...`` (the console script, run as itself or by its interpreter),
+    ``python -m snakemake ...`` or ``python .../snakemake/__main__.py ...``."""
+    program = [arg for arg in argv[:2] if arg and not arg.startswith("-")]
+    for arg in program:
+        if os.path.basename(arg) == "snakemake":
             return True
-        if name == "__main__.py" and os.path.basename(os.path.dirname(arg)) == "snakemake":
+        if os.path.basename(arg) == "__main__.py" and os.path.basename(os.path.dirname(arg)) == "snakemake":
             return True
-    return False
+    return argv[1:3] == ["-m", "snakemake"]
 
 
 def _directory(argv: list[str], cwd: Path) -> Path:

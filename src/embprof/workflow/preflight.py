@@ -100,13 +100,17 @@ def run_problems(
 def results_problems(results: ResultsLayout) -> list[str]:
     """Broken files among those the workflow's input functions read at every DAG pass
     (``configs.tsv`` and its configs' statuses), each named with what to do; the run
-    stops before any job rather than in a traceback of an input function."""
+    stops before any job rather than in a traceback of an input function.
+
+    Both are checkpoint outputs, which Snakemake does not make again just because one
+    is missing: the way out is to delete the file and force its rule.
+    """
     if not results.configs.exists():
         return []
     try:
         configs = read_configs(results.configs)
     except ContractError as exc:
-        return [f"{exc}: delete it, and collect lists the configs again"]
+        return [f"{exc}: delete it and run with --forcerun collect (the configs are listed again)"]
     problems = []
     for config in configs:
         path = results.status(config.label)
@@ -114,5 +118,6 @@ def results_problems(results: ResultsLayout) -> list[str]:
             if path.exists():
                 read_status(path)
         except ContractError as exc:
-            problems.append(f"{exc}: delete it, and it is merged again from {results.root / 'steps'}/")
+            problems.append(f"{exc}: delete it and run with --forcerun status "
+                            f"(statuses are merged again from {results.root / 'steps'}/)")
     return problems
