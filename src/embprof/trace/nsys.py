@@ -129,8 +129,9 @@ def _read_ranges(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Rang
     unclosed = int(np.count_nonzero(end < 0))
     if unclosed:
         raise TraceError(path, f"{unclosed} NVTX range(s) never closed (no end time); the capture was cut inside them")
-    if np.count_nonzero(start < 0):
-        raise TraceError(path, f"{int(np.count_nonzero(start < 0))} NVTX range(s) have no start time")
+    unstarted = int(np.count_nonzero(start < 0))
+    if unstarted:
+        raise TraceError(path, f"{unstarted} NVTX range(s) have no start time")
     check_intervals(path, "NVTX range(s)", start, end, capture_end(conn))
     by_id = text_id >= 0
     if by_id.any():
@@ -218,8 +219,9 @@ def _read_work(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> tuple[
         work_names.append(MEMSET_NAME)
     start, end, corr, pid, code, kind = (np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts, strict=True))
     del parts, k_start, k_end, k_corr, k_pid, k_name, k_code
-    if np.count_nonzero(start < 0):
-        raise TraceError(path, f"{int(np.count_nonzero(start < 0))} kernel/copy record(s) have no start time")
+    unstarted = int(np.count_nonzero(start < 0))
+    if unstarted:
+        raise TraceError(path, f"{unstarted} kernel/copy record(s) have no start time")
     check_intervals(path, "kernel/copy record(s)", start, end, None)
 
     _require_columns(conn, path, RUNTIME, ("start", "globalTid", "correlationId"))
