@@ -31,9 +31,9 @@ from embprof.results.configs import read_configs
 from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
 from embprof.results.steps import read_status, succeeded
 from embprof.workflow.configs import code_digest, overrides_for
-from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.environment import host_memory_bytes
 from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems
+from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.settings import record_settings
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
 from embprof.workflow.validation import invalid_config, validate_config
