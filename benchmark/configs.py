@@ -220,6 +220,58 @@ def suite_configs(
     ]
 
 
+def preset_labels(preset: str, total_cap: int | None = None) -> list[str]:
+    """Every config label of the suites at ``preset``: what collection lists, known without pytest.
+
+    ``ValueError`` for a ``total_cap`` the preset's tables cannot share.
+    """
+    return [c.label for suite in SUITES for c in suite_configs(suite, PRESETS[preset], total_cap=total_cap)]
+
+
+def select_problem(select: str) -> str | None:
+    """Why ``select`` is no pytest ``-k`` expression (pytest's own parser says), or ``None``;
+    also ``None`` where pytest is not installed (an analysis-only host collects nothing)."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        return None
+    try:
+        Expression.compile(select)
+    except SyntaxError as exc:
+        hint = " (-k cannot hold '='; `labels:` takes label parts with '=')" if "=" in select else ""
+        return f"{select!r} is not a pytest -k expression: at column {exc.offset}: {exc.msg}{hint}"
+    return None
+
+
+# Every iteration's ids exist before the run (datagen): an int64 id per value, an int64 offset per sample.
+ID_BYTES = OFFSET_BYTES = 8
+
+
+def input_bytes(preset: str, num_iterations: int) -> int:
+    """Bytes the pre-generated ids and offsets of ``num_iterations`` hold at the least (the
+    generation's temporaries come on top)."""
+    p = PRESETS[preset]
+    ids_per_sample = max((1 + p.max_hotness) / 2 if pool != "none" else 1 for pool in p.poolings)
+    return math.ceil(num_iterations * p.total_batch * (ids_per_sample * ID_BYTES + OFFSET_BYTES))
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024:
+            return f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.3g} EiB"
+
+
+def inputs_problem(preset: str, num_iterations: int, memory: int | None) -> str | None:
+    """Why ``num_iterations`` cannot run in ``memory`` bytes (its inputs alone exceed it), or ``None``."""
+    need = input_bytes(preset, num_iterations)
+    if memory is None or need <= memory:
+        return None
+    return (f"{num_iterations} iterations of the {preset} preset need at least {_size(need)} for "
+            f"their ids, made before the run starts; this host has {_size(memory)}")
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """What the command line asks of one run (beyond the config itself)."""

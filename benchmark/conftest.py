@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from .configs import DISTRIBUTIONS, PRESETS, SUITES, BenchmarkConfig, RunOptions, suite_configs
+from embprof.workflow.environment import host_memory_bytes
+
+from .configs import (
+    DISTRIBUTIONS,
+    PRESETS,
+    SUITES,
+    BenchmarkConfig,
+    RunOptions,
+    inputs_problem,
+    suite_configs,
+)
 from .ncu import parse_iterations
 
 PROFILE_MODES = ("torch", "nsys", "ncu-gen", "ncu")
@@ -79,8 +89,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Reject contradictory options up front with a one-line error (pytest exits 4)."""
     profile = config.getoption("--profile")
-    if config.getoption("--num-iterations") is not None and config.getoption("--num-iterations") < 1:
+    iterations = config.getoption("--num-iterations")
+    if iterations is not None and iterations < 1:
         raise pytest.UsageError("--num-iterations must be at least 1")
+    if iterations is not None and (problem := inputs_problem(preset_name(config), iterations, host_memory_bytes())):
+        raise pytest.UsageError(f"--num-iterations: {problem}")
     if config.getoption("--num-tables") is not None and config.getoption("--num-tables") < 1:
         raise pytest.UsageError("--num-tables must be at least 1")
     alpha = config.getoption("--alpha")

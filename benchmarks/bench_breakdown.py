@@ -1,6 +1,7 @@
 """Breakdown speed and memory against nsys-ai and against a bare column read.
 
     python benchmarks/bench_breakdown.py [--iters 100] [--small-iters 10] [--nsys-ai-python PY]
+        [--baseline-src DIR]
 
 Generates (once, cached under --cache-dir) an Nsight Systems export in the
 real schema: 100 iterations of our range layout give about 1M kernels, 1M
@@ -14,7 +15,9 @@ its peak RSS is its own:
   the same file (install it apart: ``pip install -r benchmarks/requirements.txt``
   into another venv and pass its python with --nsys-ai-python);
 - bare read: the columns the breakdown needs, into Arrow tables, through
-  the same ADBC SQLite driver the breakdown uses.
+  the same ADBC SQLite driver the breakdown uses;
+- with ``--baseline-src DIR`` (the ``src/`` of another commit, e.g. from
+  ``git worktree add``): the same command run from that code, beside ours.
 
 It prints a side-by-side table and the ratios the targets are stated in.
 """
@@ -227,23 +230,26 @@ def _report(elapsed: float, cpu: float, what: str) -> None:
 CHILDREN = {"ours": child_ours, "bare": child_bare, "nsys_ai": child_nsys_ai}
 
 
-def run_child(python: str, which: str, path: Path) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+OWN_SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def run_child(python: str, which: str, path: Path, src: Path = OWN_SRC) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(src))
     proc = subprocess.run([python, __file__, "--child", which, str(path)], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise SystemExit(f"{which} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def measure(programs: dict[str, tuple[str, str, Path]], repeat: int) -> dict[str, dict]:
+def measure(programs: dict[str, tuple], repeat: int) -> dict[str, dict]:
     """Each program in a fresh process, ``repeat`` rounds interleaved so all see the same load.
 
     The best wall and CPU time of each count (separately); peak RSS is the largest seen.
     """
     runs: dict[str, list[dict]] = {name: [] for name in programs}
     for _ in range(repeat):
-        for name, (python, which, path) in programs.items():
-            runs[name].append(run_child(python, which, path))
+        for name, program in programs.items():
+            runs[name].append(run_child(*program))
     return {
         name: {
             "seconds": min(r["seconds"] for r in rs), "cpu_seconds": min(r["cpu_seconds"] for r in rs),
@@ -260,6 +266,7 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "embprof-bench")
     ap.add_argument("--repeat", type=int, default=3, help="fresh processes per program; the best run counts")
     ap.add_argument("--nsys-ai-python", default=os.environ.get("NSYS_AI_PYTHON", "/tmp/benchvenv/bin/python"))
+    ap.add_argument("--baseline-src", type=Path, help="another commit's src/: its breakdown runs beside ours")
     ap.add_argument("--child", nargs=2, metavar=("WHICH", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -284,6 +291,8 @@ def main() -> None:
     }
     if Path(args.nsys_ai_python).exists():
         programs["nsys_ai"] = (args.nsys_ai_python, "nsys_ai", big)
+    if args.baseline_src:
+        programs["baseline"] = (sys.executable, "ours", big, args.baseline_src.resolve())
     got = measure(programs, args.repeat)
     ours, bare, ours_small, nsys_ai = got["ours"], got["bare"], got["ours_small"], got.get("nsys_ai")
     print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
@@ -297,6 +306,8 @@ def main() -> None:
         line("nsys-ai attribute_kernels_to_nvtx", nsys_ai)
     line("bare read of needed columns", bare)
     line(f"embprof at {args.small_iters} iterations", ours_small)
+    if "baseline" in got:
+        line(f"embprof from {args.baseline_src}", got["baseline"])
     print()
 
     def ratio(a: dict, b: dict) -> str:
@@ -310,6 +321,8 @@ def main() -> None:
     print(f"peak RSS: {ours['rss_mb']:.0f} MB (target <= 400 MB)")
     scale = args.iters / args.small_iters
     print(f"ours at {scale:.0f}x the kernels: {ratio(ours, ours_small)} (target <= {1.2 * scale:.0f}x)")
+    if "baseline" in got:
+        print(f"ours / {args.baseline_src}: {ratio(ours, got['baseline'])}")
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ checkpoint status:
         profile=L.step("profile", LABEL),
         timing=L.step("timing", LABEL),
     output:
-        L.status(LABEL),
+        update(L.status(LABEL)),
     params:
         test_id=get_test_id,
     log:
@@ -26,8 +26,9 @@ rule environment:
     localrule: True
     input:
         timing=get_timing_files,
+        settings=get_settings("environment"),
     output:
-        L.environment,
+        update(L.environment),
     params:
         preset=config["preset"],
         profiler=PROFILER,
@@ -48,13 +49,13 @@ rule latency_plot:
     input:
         results=L.benchmark_results,
     output:
-        png=report(
+        png=update(report(
             L.latency_png,
             caption="../report/latency.rst",
             category="Latency",
             labels={"figure": "latency per iteration"},
-        ),
-        html=L.latency_html,
+        )),
+        html=update(L.latency_html),
     params:
         code=DIGEST["latency_plot"],
     log:
@@ -80,14 +81,15 @@ rule report:
         status=get_status_files,
         environment=L.environment,
         peak=L.peak,
+        settings=get_settings("report"),
     output:
-        html=report(
+        html=update(report(
             L.report_html,
             caption="../report/report.rst",
             category="Report",
             labels={"page": "latency report"},
-        ),
-        summary=L.report_summary,
+        )),
+        summary=update(L.report_summary),
     params:
         results_dir=L.root,
         compare=get_compare_option,

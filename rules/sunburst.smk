@@ -2,13 +2,13 @@ rule sunburst:
     input:
         opcalls=L.opcalls(LABEL),
     output:
-        png=report(
+        png=update(report(
             L.sunburst_png(LABEL),
             caption="../report/sunburst.rst",
             category="Per-config breakdowns",
             labels={"config": "{label}", "figure": "sunburst"},
-        ),
-        html=L.sunburst_html(LABEL),
+        )),
+        html=update(L.sunburst_html(LABEL)),
     params:
         code=DIGEST["sunburst"],
     log:

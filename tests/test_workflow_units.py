@@ -147,8 +147,9 @@ def test_run_and_publish(tmp_path: Path, code: str, make_file: bool, ok: bool, r
 
 def test_timing_record_is_checked_before_it_is_published(tmp_path: Path) -> None:
     produced, out = tmp_path / "raw.json", tmp_path / "out.json"
-    for content, message in [("{", "not valid JSON"), ("[{}, {}]", "one record"),
-                             ('[{"label": "other"}]', "is not")]:
+    for content, message in [("{", "not valid JSON"), (json.dumps([{"label": GPU}, {"label": HBM}]), "one record"),
+                             (json.dumps([{"label": HBM}]), "is not"),
+                             ('[{"label": "other"}]', f"{produced}: record 0: not a config label")]:
         produced.write_text(content)
         with pytest.raises(ContractError, match=message):
             _publish_record(produced, GPU, out)

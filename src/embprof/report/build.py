@@ -39,7 +39,7 @@ from embprof.results.layout import SUNBURST_PNG_PREFIX, ResultsLayout
 from embprof.results.opcalls import read_opcalls
 from embprof.results.peak import Peak, read_peak
 from embprof.results.records import read_results
-from embprof.results.steps import read_statuses
+from embprof.results.steps import per_op_labels, read_statuses, succeeded
 
 TITLE = "DynamicEmb vs TorchRec TBE: latency report"
 FIGURES = "figures"
@@ -86,7 +86,7 @@ def _load_previous(folder: Path) -> _Run:
         raise ContractError(f"--compare-to {folder}: no such directory")
     previous = ResultsLayout(folder)
     records = read_results(previous.benchmark_results)
-    frames, _ = _load_opcalls(previous, [r["label"] for r in records])
+    frames, _ = _load_opcalls(previous, per_op_labels(previous, [r["label"] for r in records]))
     return _Run(records, frames)
 
 
@@ -134,8 +134,9 @@ def build_report(inputs: ReportInputs) -> Path:
     failed_steps = {
         lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"] and lab in labels
     }
-    opcalls, busy = _load_opcalls(layout, labels)
-    bandwidth, peak = _load_bandwidth(layout, labels)
+    shown = succeeded(statuses, labels)
+    opcalls, busy = _load_opcalls(layout, shown)
+    bandwidth, peak = _load_bandwidth(layout, shown)
     bandwidth_fig = (
         pct_of_peak_figure(bandwidth, peak)
         if bandwidth is not None and not per_op_pct(bandwidth).empty
@@ -287,7 +288,7 @@ def _section(
         reason = (
             f"No breakdown: the {failed_steps[label]} step failed (see Failed configs)."
             if label in failed_steps
-            else "No breakdown: the workflow wrote no per-op CSV for this config."
+            else "No breakdown: the workflow recorded no successful run of this config."
         )
         return _Section(label, test_id, anchor, "", [], reason)
     legends = config_legends(frame)

@@ -95,10 +95,8 @@ def merge_results(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any
     merged: dict[str, dict[str, Any]] = {}
     origin: dict[str, str] = {}
     for path in paths:
-        for record in read_records(path):
-            label = record.get("label")
-            if not isinstance(label, str):
-                raise ContractError(f"{path}: a record has no string 'label'")
+        for record in read_results(path):  # a bad record is named by the file it came from
+            label = record["label"]
             if label in merged:
                 raise ContractError(f"{path}: label {label!r} already came from {origin[label]}")
             merged[label], origin[label] = record, str(path)

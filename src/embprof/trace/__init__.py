@@ -7,10 +7,12 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from pathlib import Path
 
 import pandas as pd
 
+from embprof.atomic import atomic_path, name_max
 from embprof.results.busy import write_busy
 from embprof.results.layout import busy_name, opcalls_name
 from embprof.results.opcalls import write_opcalls
@@ -24,15 +26,35 @@ def breakdown(paths: list[Path], layout: str = "default", categories: Path | Non
     return {label: lb.rows for label, lb in run_breakdown(paths, layout, categories).items()}
 
 
-def write_outputs(results: dict[str, LabelBreakdown], out_dir: Path) -> list[Path]:
-    """Write ``opcalls__<label>.csv`` and its ``.busy.json`` per label into ``out_dir``; returns the
-    CSV paths (the folder is a results folder's ``opcalls/``, or any other)."""
-    written = []
+def check_output_names(results: dict[str, LabelBreakdown], out_dir: Path) -> None:
+    """Every label gets file names of its own that this file system takes; else :class:`TraceError`
+    naming a trace of the label, before anything is written."""
+    limit = name_max(out_dir)
+    owner: dict[str, str] = {}
     for label, lb in results.items():
-        csv = Path(out_dir) / opcalls_name(label)
-        write_busy(lb.busy_info(), Path(out_dir) / busy_name(label))
-        write_opcalls(lb.rows, csv)
-        written.append(csv)
+        trace = lb.traces[0] if lb.traces else "-"
+        name = opcalls_name(label)
+        if name in owner:
+            raise TraceError(trace, f"labels {owner[name]!r} and {label!r} both become the file name {name}")
+        owner[name] = label
+        longest = max(len(n.encode()) for n in (name, busy_name(label)))
+        if longest > limit:
+            raise TraceError(trace, f"config label {label[:48]!r}... is too long for a file name "
+                                    f"({longest} bytes; this file system takes {limit})")
+
+
+def write_outputs(results: dict[str, LabelBreakdown], out_dir: Path) -> list[Path]:
+    """Write ``opcalls__<label>.csv`` and its ``.busy.json`` per label into ``out_dir``, all or none:
+    every file goes to a temporary first, and they are renamed into place only once all are
+    written. Returns the CSV paths (the folder is a results folder's ``opcalls/``, or any other)."""
+    check_output_names(results, Path(out_dir))
+    written = []
+    with ExitStack() as publish:
+        for label, lb in results.items():
+            csv = Path(out_dir) / opcalls_name(label)
+            write_busy(lb.busy_info(), publish.enter_context(atomic_path(Path(out_dir) / busy_name(label))))
+            write_opcalls(lb.rows, publish.enter_context(atomic_path(csv)))
+            written.append(csv)
     return written
 
 

@@ -253,7 +253,10 @@ def _backend_spans(
 
 def attribute(trace: Trace, layout: str = "default", context: RangeContext | None = None) -> Attributed:
     """Attribute a trace's work; ``context`` may come precomputed (the nsys reader builds it in parallel)."""
-    ctx = context if context is not None else range_context(trace.ranges, layout)
+    try:
+        ctx = context if context is not None else range_context(trace.ranges, layout)
+    except OverflowError as exc:
+        raise TraceError(trace.path, f"its ranges' times cannot be nested ({exc})") from None
     if ctx.layout != layout:
         raise ValueError(f"range context built for layout {ctx.layout!r}, asked for {layout!r}")
     wk = trace.work

@@ -58,7 +58,7 @@ class BulkReader:
         cur = self._sqlite.execute(sql)
         names = [d[0] for d in cur.description]
         while rows := cur.fetchmany(BATCH_ROWS):
-            yield pa.record_batch([pa.array(c) for c in zip(*rows, strict=True)], names=names)
+            yield pa.record_batch([_array(c) for c in zip(*rows, strict=True)], names=names)
 
     def table(self, sql: str) -> pa.Table:
         batches = list(self.batches(sql))
@@ -74,15 +74,35 @@ class BulkReader:
                 conn.close()
 
 
+class NotIntegers(ValueError):
+    """A selected column holds values that are no integers (text, reals) somewhere: SQLite keeps
+    whatever a row was given, and the reader must not guess a time from it."""
+
+    def __init__(self, column: int) -> None:
+        super().__init__(f"column {column} is not all integers")
+        self.column = column
+
+
+def _array(values: tuple) -> pa.Array:
+    """A column read through sqlite3 as Arrow; values of mixed types become text, as ADBC's do."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+
+
 def stack_batches(batches: Iterable[list[pa.Array]], ncols: int) -> list[np.ndarray]:
     """Join the integer columns of successive batches into int64 numpy arrays.
 
     Each batch is viewed zero-copy and joined by numpy one column at a time,
     so the result lives in numpy memory (returned to the OS when freed).
+    :class:`NotIntegers` names a column that is not of an integer type.
     """
     parts: list[list[np.ndarray]] = [[] for _ in range(ncols)]
     for cols in batches:
         for i in range(ncols):
+            if not pa.types.is_integer(cols[i].type):
+                raise NotIntegers(i)
             parts[i].append(np.asarray(cols[i].to_numpy(zero_copy_only=False), dtype=np.int64))
     out = []
     for i in range(ncols):

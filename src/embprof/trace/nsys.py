@@ -29,6 +29,7 @@ from embprof.atomic import atomic_path
 from .columns import (
     BulkReader,
     DatabaseErrors,
+    NotIntegers,
     column_names,
     read_only_uri,
     read_strings_by_id,
@@ -44,6 +45,7 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 NVTX = "NVTX_EVENTS"
+ANALYSIS = "ANALYSIS_DETAILS"  # the session: event times run from 0 to its duration
 NVTX_PUSH_POP = 59
 PID_MASK = np.int64(-(1 << 24))  # 0xFFFF_FFFF_FF00_0000: globalTid -> globalPid
 
@@ -56,10 +58,44 @@ def _require_columns(conn: sqlite3.Connection, path: Path, table: str, needed: t
     return have
 
 
+def _integers(conn: sqlite3.Connection, path: Path, table: str, columns: tuple[str, ...], read) -> list[np.ndarray]:
+    """``read()``'s integer columns, or one line naming the column of ``table`` that holds another value."""
+    try:
+        return read()
+    except NotIntegers as exc:
+        column = columns[exc.column]
+        odd = conn.execute(
+            f'SELECT "{column}" FROM {table} WHERE typeof("{column}") NOT IN (\'integer\', \'null\') LIMIT 1'
+        ).fetchone()
+        shown = repr(odd[0]) if odd else "a value"
+        raise TraceError(path, f"table {table}: column {column} holds {shown}, not an integer") from None
+
+
 def _read_work_table(conn, bulk: BulkReader, path, table, name_col: str | None) -> list[np.ndarray]:
     cols = ("start", "end", "correlationId", "globalPid") + ((name_col,) if name_col else ())
     _require_columns(conn, path, table, cols)
-    return bulk.ints("SELECT " + ", ".join(f'coalesce("{c}", -1)' for c in cols) + f" FROM {table}", len(cols))
+    sql = "SELECT " + ", ".join(f'coalesce("{c}", -1)' for c in cols) + f" FROM {table}"
+    return _integers(conn, path, table, cols, lambda: bulk.ints(sql, len(cols)))
+
+
+def capture_end(conn: sqlite3.Connection) -> int | None:
+    """When the capture ended (ns since the session started), where the export says."""
+    if ANALYSIS not in table_names(conn) or "duration" not in column_names(conn, ANALYSIS):
+        return None
+    (duration,) = conn.execute(f"SELECT max(duration) FROM {ANALYSIS}").fetchone()
+    return duration if isinstance(duration, int) else None
+
+
+def check_intervals(path: Path, what: str, start: np.ndarray, end: np.ndarray, until: int | None) -> None:
+    """Every interval ends after it starts and (given ``until``) by the end of the capture: a range
+    that never ends would silently swallow the work after it, a negative one the busy time."""
+    backwards = int(np.count_nonzero(end < start))
+    if backwards:
+        raise TraceError(path, f"{backwards} {what} end before they start (a negative duration)")
+    if until is not None:
+        late = int(np.count_nonzero(end > until))
+        if late:
+            raise TraceError(path, f"{late} {what} end after the capture did ({until} ns): they never ended")
 
 
 def _read_ranges(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Ranges:
@@ -81,14 +117,22 @@ def _read_ranges(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Rang
                               if len(local) else np.empty(0, np.int32))
             yield batch.columns[:4]
 
-    sql = f"SELECT start, coalesce(end, -1), coalesce(globalTid, 0), {id_expr}, {text_expr} FROM {NVTX} WHERE {where}"
-    start, end, tid, text_id = stack_batches(numeric(bulk.batches(sql)), 4)
+    sql = (f"SELECT coalesce(start, -1), coalesce(end, -1), coalesce(globalTid, 0), {id_expr}, "
+           f"CAST({text_expr} AS TEXT) FROM {NVTX} WHERE {where}")
+    start, end, tid, text_id = _integers(
+        conn, path, NVTX, ("start", "end", "globalTid", "textId"),
+        lambda: stack_batches(numeric(bulk.batches(sql)), 4),
+    )
     codes = np.concatenate(code_parts) if code_parts else np.empty(0, np.int32)
     code_parts.clear()
     names = list(index)
     unclosed = int(np.count_nonzero(end < 0))
     if unclosed:
         raise TraceError(path, f"{unclosed} NVTX range(s) never closed (no end time); the capture was cut inside them")
+    unstarted = int(np.count_nonzero(start < 0))
+    if unstarted:
+        raise TraceError(path, f"{unstarted} NVTX range(s) have no start time")
+    check_intervals(path, "NVTX range(s)", start, end, capture_end(conn))
     by_id = text_id >= 0
     if by_id.any():
         uniq, inverse = np.unique(text_id[by_id], return_inverse=True)
@@ -121,6 +165,8 @@ def read_sqlite(path: Path, use_adbc: bool = True, layout: str | None = None) ->
             return Trace(path=path, ranges=None, work=work, dropped_unlaunched=dropped, context=context.result())
     except DatabaseErrors as exc:
         raise _unreadable(path, exc) from None
+    except OverflowError as exc:
+        raise TraceError(path, f"its ranges' times cannot be nested ({exc})") from None
     finally:
         bulk.close()
         conn.close()
@@ -173,10 +219,15 @@ def _read_work(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> tuple[
         work_names.append(MEMSET_NAME)
     start, end, corr, pid, code, kind = (np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts, strict=True))
     del parts, k_start, k_end, k_corr, k_pid, k_name, k_code
+    unstarted = int(np.count_nonzero(start < 0))
+    if unstarted:
+        raise TraceError(path, f"{unstarted} kernel/copy record(s) have no start time")
+    check_intervals(path, "kernel/copy record(s)", start, end, None)
 
     _require_columns(conn, path, RUNTIME, ("start", "globalTid", "correlationId"))
-    r_corr, r_tid, r_start = bulk.ints(
-        f"SELECT correlationId, coalesce(globalTid, 0), start FROM {RUNTIME} WHERE correlationId IS NOT NULL", 3
+    sql = f"SELECT correlationId, coalesce(globalTid, 0), coalesce(start, -1) FROM {RUNTIME} WHERE correlationId IS NOT NULL"
+    r_corr, r_tid, r_start = _integers(
+        conn, path, RUNTIME, ("correlationId", "globalTid", "start"), lambda: bulk.ints(sql, 3)
     )
     launch_idx = join_launches(pid, corr, r_tid & PID_MASK, r_corr)
     del pid, corr, r_corr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 import subprocess
@@ -30,6 +31,14 @@ def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     except OSError:
         pass
     return platform.processor() or None
+
+
+def host_memory_bytes() -> int | None:
+    """This machine's physical memory; ``None`` where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def describe_environment(

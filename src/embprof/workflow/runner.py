@@ -18,7 +18,7 @@ from pathlib import Path
 from embprof.atomic import write_json
 from embprof.errors import ConfigError, ContractError
 from embprof.results.layout import TRACE_SUFFIX
-from embprof.results.records import read_records, write_results
+from embprof.results.records import read_results, write_results
 from embprof.results.steps import StepRecord
 from embprof.workflow.benchcli import (
     nsys_profile_command,
@@ -142,7 +142,7 @@ def time_config(ctx: StepContext, options: RunOptions, out: Path) -> StepRecord:
 
 def _publish_record(produced: Path, label: str, out: Path) -> None:
     """The benchmark's file must hold exactly one record of this config; a broken one fails the step."""
-    records = read_records(produced)
+    records = read_results(produced)
     if len(records) != 1:
         raise ContractError(f"{produced.name} must hold a list with one record")
     if records[0].get("label") != label:
