@@ -220,6 +220,14 @@ def suite_configs(
     ]
 
 
+# Timed passes over the batches per config: five is the fewest whose Mann-Whitney test can
+# call a difference at alpha 0.05 (docs/COMPARE.md); on a 2-core CPU they cost under a second.
+DEFAULT_REPEATS = 5
+# Torch's threads on the CPU: one, as torch.utils.benchmark times by default. A shared machine
+# then slows a run by its share of a core instead of stalling a thread pool at every barrier.
+DEFAULT_CPU_THREADS = 1
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """What the command line asks of one run (beyond the config itself)."""
@@ -228,3 +236,6 @@ class RunOptions:
     correctness: bool = False
     no_torchrec: bool = False
     trace_dir: Path | None = None
+    repeats: int = DEFAULT_REPEATS
+    cpu_threads: int = DEFAULT_CPU_THREADS
+    checkout: Path = Path(".")  # where the suite lives: its git commit is the record's
