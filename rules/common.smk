@@ -122,6 +122,7 @@ def get_run_settings(label):
     settings = {
         "num_iterations": config["num_iterations"],
         "profile_iterations": config["profile_iterations"],
+        "repeats": config["repeats"],
         "torchrec": config["torchrec"],
         "extra_args": [],
     }
@@ -145,7 +146,8 @@ def get_profile_options(wildcards):
 
 
 def get_timing_options(wildcards):
-    return _options(get_run_settings(wildcards.label), "num_iterations")
+    settings = get_run_settings(wildcards.label)
+    return f"{_options(settings, 'num_iterations')} --repeats {int(settings['repeats'])}"
 
 
 def get_trace():
