@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from embprof.labels import make_label, parse_label
 from embprof.report.build import ReportInputs
 from embprof.results.layout import ResultsLayout
+from embprof.results.opcalls import COLUMNS as OPCALLS_COLUMNS
+from embprof.results.opcalls import format_iteration_ms
 
-COLUMNS = [
-    "backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter",
-    "total_ms", "num_iters", "kernel_names", "fallback_category",
-]
 NUM_ITERS = 5
+# Each op's ms in the profiled iterations around its mean (they average to it exactly).
+ITER_SHAPE = (0.96, 0.98, 1.0, 1.02, 1.04)
 # (backend, phase, parent_stages, op, calls/iter, ms/iter, kernel names, fallback category)
 DYN_ROWS = [
     ("dyn", "forward", "dynamicemb_prefetch", "segmented_unique", 2, 0.410, "aten::unique_dim", ""),
@@ -41,10 +42,11 @@ def opcalls_frame(scale: float = 1.0, with_trc: bool = True) -> pd.DataFrame:
     rows = DYN_ROWS + (TRC_ROWS if with_trc else [])
     return pd.DataFrame(
         [
-            (b, ph, st, op, calls, ms * scale, ms * scale * NUM_ITERS, NUM_ITERS, kn, cat)
+            (b, ph, st, op, calls, ms * scale, ms * scale * NUM_ITERS, NUM_ITERS, kn, cat,
+             format_iteration_ms(np.array([[ms * scale * f for f in ITER_SHAPE]]))[0])
             for b, ph, st, op, calls, ms, kn, cat in rows
         ],
-        columns=COLUMNS,
+        columns=list(OPCALLS_COLUMNS),
     )
 
 
