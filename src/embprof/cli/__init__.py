@@ -20,7 +20,8 @@ from embprof.errors import EmbprofError
 # In the order the workflow runs them.
 COMMANDS = (
     "collect", "profile", "export", "breakdown", "timing", "status", "aggregate", "sunburst",
-    "latency-plot", "peak-bandwidth", "bandwidth", "environment", "report", "checks", "ec-results",
+    "latency-plot", "peak-bandwidth", "bandwidth", "environment", "report", "checks", "diff",
+    "ec-results",
 )
 
 
