@@ -48,6 +48,10 @@ class Preset:
     cache_footprint_ratios: tuple[float, ...] = (0.8, 1.0)
     poolings: tuple[str, ...] = ("none",)
     seed: int = 42
+    # Timed passes over the batches per config (--repeats). Five is the fewest whose Mann-Whitney
+    # test can call a difference at alpha 0.05; seven also span the drift between two runs of a
+    # shared 2-core CPU (docs/COMPARE.md), and cost the smoke suite under a second.
+    repeats: int = 5
 
 
 PRESETS = {
@@ -70,6 +74,7 @@ PRESETS = {
         total_cap_hbm=2 * KIB_ROWS,
         total_cap=8 * KIB_ROWS,
         num_iterations=8,
+        repeats=7,
     ),
 }
 
@@ -220,9 +225,6 @@ def suite_configs(
     ]
 
 
-# Timed passes over the batches per config: five is the fewest whose Mann-Whitney test can
-# call a difference at alpha 0.05 (docs/COMPARE.md); on a 2-core CPU they cost under a second.
-DEFAULT_REPEATS = 5
 # Torch's threads on the CPU: one, as torch.utils.benchmark times by default. A shared machine
 # then slows a run by its share of a core instead of stalling a thread pool at every barrier.
 DEFAULT_CPU_THREADS = 1
@@ -236,6 +238,6 @@ class RunOptions:
     correctness: bool = False
     no_torchrec: bool = False
     trace_dir: Path | None = None
-    repeats: int = DEFAULT_REPEATS
+    repeats: int = Preset.repeats  # conftest passes the preset's own
     cpu_threads: int = DEFAULT_CPU_THREADS
     checkout: Path = Path(".")  # where the suite lives: its git commit is the record's

@@ -9,7 +9,6 @@ import pytest
 
 from .configs import (
     DEFAULT_CPU_THREADS,
-    DEFAULT_REPEATS,
     DISTRIBUTIONS,
     PRESETS,
     SUITES,
@@ -48,9 +47,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--repeats",
         type=int,
-        default=DEFAULT_REPEATS,
-        help=f"timed passes over the batches per config, after one warm-up; the record keeps each "
-        f"(default {DEFAULT_REPEATS})",
+        default=None,
+        help="timed passes over the batches per config, after one warm-up; the record keeps each "
+        "(default: the preset's, smoke 7, seed 5)",
     )
     group.addoption(
         "--cpu-threads",
@@ -106,7 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--num-tables") is not None and config.getoption("--num-tables") < 1:
         raise pytest.UsageError("--num-tables must be at least 1")
     for option in ("--repeats", "--cpu-threads"):
-        if config.getoption(option) < 1:
+        if config.getoption(option) is not None and config.getoption(option) < 1:
             raise pytest.UsageError(f"{option} must be at least 1")
     alpha = config.getoption("--alpha")
     if alpha is not None and alpha <= 0:
@@ -193,7 +192,7 @@ def run_options(request: pytest.FixtureRequest) -> RunOptions:
         correctness=config.getoption("--correctness"),
         no_torchrec=config.getoption("--no-torchrec"),
         trace_dir=Path(trace_dir) if trace_dir else None,
-        repeats=config.getoption("--repeats"),
+        repeats=config.getoption("--repeats") or PRESETS[preset_name(config)].repeats,
         cpu_threads=config.getoption("--cpu-threads"),
         checkout=config.rootpath,
     )

@@ -1,8 +1,8 @@
 """Running one config: warm-up, the timed loop, correctness checks and the profile modes.
 
 Timing replays the warm-up's batches with dyn and trc interleaved per
-iteration, timed with CUDA events (wall clock on the CPU) and read back once at
-the end of each pass, so timing adds no host sync inside the loop. The timed
+iteration, timed with CUDA events (the process's CPU time on the CPU, which a
+busy machine does not stretch) and read back once at the end of each pass, so timing adds no host sync inside the loop. The timed
 passes are repeated (``--repeats``) and the record keeps every repeat. Profile
 modes wrap the same steps in DESIGN.md's range layout and never time anything.
 
@@ -73,17 +73,25 @@ def pick_device() -> torch.device:
 
 
 class Stopwatch:
-    """Marks points in the stream of work: CUDA events on a GPU, a monotonic clock on the CPU."""
+    """Marks points in the stream of work: CUDA events on a GPU, the process's CPU time on the CPU.
+
+    CPU time, not the wall clock: on a shared machine the wall clock also counts the time other
+    processes held the cores, which made two runs of the same code differ by 2x and more
+    (docs/COMPARE.md); with one torch thread (--cpu-threads 1) it is the work's own time.
+    """
+
+    TIMERS = {"cuda": "cuda_events", "cpu": "cpu_time"}  # the record's ``timer``
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
+        self.timer = self.TIMERS["cuda" if self.cuda else "cpu"]
 
     def mark(self) -> Any:
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
             event.record()
             return event
-        return time.perf_counter()
+        return time.process_time()
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
         """Valid after :meth:`settle`."""
@@ -308,6 +316,7 @@ def make_record(
     record["trc_skip_reason"] = work.trc_skip_reason
     record["status"] = "ok"
     record["repeats"] = len(repeats)
+    record["timer"] = Stopwatch(work.device).timer
     record["timings"] = timings
     record["provenance"] = provenance
     for key, value in record.items():

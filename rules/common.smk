@@ -147,7 +147,8 @@ def get_profile_options(wildcards):
 
 def get_timing_options(wildcards):
     settings = get_run_settings(wildcards.label)
-    return f"{_options(settings, 'num_iterations')} --repeats {int(settings['repeats'])}"
+    repeats = f" --repeats {int(settings['repeats'])}" if settings["repeats"] is not None else ""
+    return _options(settings, "num_iterations") + repeats
 
 
 def get_trace():

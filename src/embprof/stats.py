@@ -1,10 +1,14 @@
 """Summaries of repeated timings and the test that tells a change from noise (docs/COMPARE.md).
 
-Timings are right-skewed and a shared machine adds outliers, so every figure
-here is rank- or quantile-based: the median, not the mean; the interquartile
-range, not the standard deviation; the Mann-Whitney U test, not a t-test. The
-test works on many rows at once (one row per config metric or per op): rows
-are grouped by their sample sizes and each group is ranked in one numpy pass.
+Timings are right-skewed and a shared machine adds outliers, so the figures
+here are rank- and order-based: the median, not the mean; the range of the
+repeats, not the standard deviation; the Mann-Whitney U test, not a t-test.
+The spread is the whole range on purpose: two runs of the same code differ by
+more than one run's repeats vary among themselves (the machine drifts between
+them), and the range is the widest honest measure of that within one run
+(docs/COMPARE.md has the measurements). The test works on many rows at once
+(one row per config metric or per op): rows are grouped by their sample sizes
+and each group is ranked in one numpy pass.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ EXACT_MAX_TOTAL = 40
 
 
 def spread_pct(samples: np.ndarray) -> np.ndarray:
-    """Per row of ``samples`` (rows x values): the interquartile range over the median, in %.
+    """Per row of ``samples`` (rows x values): (max - min) / median, in %.
 
     NaN where a row has fewer than two values or a median of 0; NaN values are ignored.
     """
@@ -30,14 +34,15 @@ def spread_pct(samples: np.ndarray) -> np.ndarray:
     out = np.full(len(data), np.nan)
     ok = counts >= 2
     if ok.any():
-        q25, q50, q75 = np.nanpercentile(data[ok], [25, 50, 75], axis=1)
+        rows = data[ok]
+        median = np.nanmedian(rows, axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            out[ok] = np.where(q50 > 0, 100.0 * (q75 - q25) / q50, np.nan)
+            out[ok] = np.where(median > 0, 100.0 * (np.nanmax(rows, axis=1) - np.nanmin(rows, axis=1)) / median, np.nan)
     return out
 
 
 def summarize(values: Sequence[float]) -> dict[str, float | None]:
-    """Median, p90, min, max and spread (IQR / median, %) of one metric's repeats.
+    """Median, p90, min, max and spread ((max - min) / median, %) of one metric's repeats.
 
     ``spread_pct`` is None for a single value: one repeat says nothing about noise.
     """
@@ -59,7 +64,8 @@ def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
     Exact (the U statistic's null distribution) for rows without ties when m + n
     <= EXACT_MAX_TOTAL; otherwise the normal approximation with tie and continuity
-    corrections. NaN where m or n is below 2 (no test is possible).
+    corrections. NaN where m or n is below 2 (no test is possible); see
+    :func:`can_reject` for sizes too small to ever reach a significance level.
     """
     a, b = np.atleast_2d(np.asarray(a, dtype=float)), np.atleast_2d(np.asarray(b, dtype=float))
     if len(a) != len(b):
@@ -81,6 +87,18 @@ def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         above = 1.0 - np.where(ui > 0, cdf[np.maximum(ui - 1, 0)], 0.0)
         p[exact] = np.minimum(1.0, 2.0 * np.minimum(below, above))
     return p
+
+
+def smallest_p(m: int, n: int) -> float:
+    """The smallest two-sided p-value the test can give samples of sizes m and n (no ties):
+    every value of one sample below every value of the other."""
+    return min(1.0, 2.0 / math.comb(m + n, m)) if m and n else 1.0
+
+
+def can_reject(m: int, n: int, alpha: float = ALPHA) -> bool:
+    """Whether samples this small can ever show a difference at ``alpha`` (5 against 5 can:
+    p >= 0.0079; 3 against 3 cannot: p >= 0.1)."""
+    return m >= 2 and n >= 2 and smallest_p(m, n) < alpha
 
 
 def _average_ranks(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -3,11 +3,12 @@
 The test (docs/COMPARE.md): a delta is a **change** when the Mann-Whitney U
 test on the two runs' samples rejects "same distribution" at ALPHA (two-sided)
 **and** the delta is larger than the noise, the larger of the two runs'
-spreads (IQR / median of the samples, in %). A per-config metric's samples are
-its repeats and its value their median; a per-op row's samples are its ms in
-each profiled iteration and its value their mean (``avg_ms_per_iter``, what the
-per-op table adds up). With fewer than two samples on a side nothing can be
-tested: the delta is **untested**.
+spreads ((max - min) / median of the samples, in %). A per-config metric's
+samples are its repeats and its value their median; a per-op row's samples are
+its ms in each profiled iteration and its value their mean (``avg_ms_per_iter``,
+what the per-op table adds up). Where the samples are too few for the test to
+ever reach ALPHA (fewer than 4 against 4, say, or one repeat of an older
+record) the delta is **untested**.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pandas as pd
 
 from embprof.results.opcalls import iteration_samples
 from embprof.results.timings import repeat_values
-from embprof.stats import ALPHA, mann_whitney_p, spread_pct
+from embprof.stats import ALPHA, can_reject, mann_whitney_p, spread_pct
 
 METRICS = ("dyn_train_ms", "dyn_eval_ms", "trc_train_ms", "trc_eval_ms")
 OP_KEYS = ["label", "backend", "phase", "op"]
@@ -66,17 +67,19 @@ def judge(
     after_n = np.sum(~np.isnan(after), axis=1)
     p_value = np.full(len(before), np.nan)
     sizes = pd.DataFrame({"b": before_n, "a": after_n})
+    testable = np.zeros(len(before), dtype=bool)
     for (nb, na), rows in sizes.groupby(["b", "a"]).groups.items():
         if nb >= 2 and na >= 2:
             rows = np.asarray(rows)
             p_value[rows] = mann_whitney_p(before[rows, :nb], after[rows, :na])
+            testable[rows] = can_reject(int(nb), int(na), alpha)
     spreads = np.stack([spread_pct(before), spread_pct(after)])
     noise = np.where(np.isnan(spreads).all(axis=0), 0.0, np.nanmax(np.nan_to_num(spreads, nan=-1.0), axis=0))
     delta_ms = after_ms - before_ms
     with np.errstate(divide="ignore", invalid="ignore"):
         delta_pct = np.where(before_ms > 0, 100.0 * delta_ms / before_ms, np.nan)
-    changed = (p_value < alpha) & (np.abs(np.nan_to_num(delta_pct, nan=np.inf)) > noise)
-    verdict = np.where(changed, CHANGE, np.where(np.isnan(p_value), UNTESTED, NOISE)).astype(object)
+    changed = testable & (p_value < alpha) & (np.abs(np.nan_to_num(delta_pct, nan=np.inf)) > noise)
+    verdict = np.where(changed, CHANGE, np.where(testable, NOISE, UNTESTED)).astype(object)
     verdict[present == "new"] = NEW
     verdict[present == "removed"] = REMOVED
     return pd.DataFrame({

@@ -13,12 +13,14 @@ from typing import Any
 
 from embprof.compare.runs import Run
 from embprof.results.provenance import NOT_RECORDED, read_provenance
+from embprof.results.timings import timer_of
 
 # (what the warning calls it, the value in one record, the value in environment.json)
 Getter = Callable[[Mapping[str, Any]], Any]
 _FACTS: tuple[tuple[str, Getter, Getter], ...] = (
     ("device", lambda r: _device(r.get("device")), lambda e: e.get("device")),
     ("GPU", lambda r: r.get("gpu_name"), lambda e: e.get("gpu_name")),
+    ("timer", timer_of, lambda e: None),
     ("commit", lambda r: read_provenance(r)["git_commit"], lambda e: read_provenance(e)["git_commit"]),
     ("dynemb kernel path", lambda r: read_provenance(r)["kernel_path"], lambda e: read_provenance(e)["kernel_path"]),
     ("torch", lambda r: r.get("torch_version"), lambda e: e.get("torch")),

@@ -19,9 +19,9 @@ from embprof.report.markdown import md_table
 
 TEST_NOTE = (
     "change: the Mann-Whitney U test on the two runs' samples gives p < {alpha:g} (two-sided) and "
-    "|Δ %| exceeds the noise, the larger of the two spreads (IQR / median of the samples); untested: "
-    "fewer than two samples on a side. Samples: a config's repeats (its value: their median), an op's "
-    "profiled iterations (its value: their mean)."
+    "|Δ %| exceeds the noise, the larger of the two spreads ((max − min) / median of the samples); "
+    "untested: too few samples for the test ever to reach p < {alpha:g} (4 against 4 is the fewest). Samples: a "
+    "config's repeats (its value: their median), an op's profiled iterations (its value: their mean)."
 )
 _STATS = (
     Column("delta_pct", "Δ %", fmt_signed_pct, True),

@@ -30,8 +30,8 @@ RESULT_FIELDS = (
     "feature_distribution", "alpha", "max_hotness", "avg_n_unique", "avg_n_total",
     "num_iterations", "dyn_forward_ms", "dyn_backward_ms", "dyn_train_ms", "dyn_eval_ms",
     "trc_forward_ms", "trc_backward_ms", "trc_train_ms", "trc_eval_ms", "torch_version",
-    "fbgemm_gpu_version", "torchrec_version", "trc_skip_reason", "status", "repeats", "timings",
-    "provenance",
+    "fbgemm_gpu_version", "torchrec_version", "trc_skip_reason", "status", "repeats", "timer",
+    "timings", "provenance",
 )
 EC_RESULT_FIELDS = (
     "label", "benchmark", "status", "skip_reason", "use_index_dedup", "use_dynamic_embedding",

@@ -19,6 +19,9 @@ BACKENDS = ("dyn", "trc")
 PHASES = ("forward", "backward", "train", "eval")
 TIMING_METRICS = tuple(f"{b}_{p}_ms" for b in BACKENDS for p in PHASES)
 STAT_KEYS = ("median", "p90", "min", "max", "spread_pct")
+# What measured the times: CUDA events on a GPU, the process's CPU time on the CPU.
+TIMERS = ("cuda_events", "cpu_time")
+WALL_CLOCK = "wall_clock"  # what records from before the timer field used on the CPU
 
 
 def timing_entry(values: Sequence[float]) -> dict[str, Any]:
@@ -43,9 +46,13 @@ def timing_summary(record: Mapping[str, Any], metric: str) -> dict[str, Any] | N
     return timing_entry(values) if values else None
 
 
-def repeat_count(record: Mapping[str, Any]) -> int:
-    """How many repeats the record's timings hold (1 for records from before repeats)."""
-    return int(record.get("repeats") or 1)
+def timer_of(record: Mapping[str, Any]) -> str:
+    """The record's ``timer``; for records from before it, what the benchmark then used (CUDA
+    events on a GPU, the wall clock on the CPU)."""
+    timer = record.get("timer")
+    if timer:
+        return str(timer)
+    return "cuda_events" if str(record.get("device") or "").startswith("cuda") else WALL_CLOCK
 
 
 def check_timings(record: Mapping[str, Any]) -> None:
@@ -53,6 +60,8 @@ def check_timings(record: Mapping[str, Any]) -> None:
     repeats, timings = record.get("repeats"), record.get("timings")
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
         raise ContractError(f"record repeats must be an integer >= 1, got {repeats!r}")
+    if record.get("timer") not in TIMERS:
+        raise ContractError(f"record timer must be one of {TIMERS}, got {record.get('timer')!r}")
     if not isinstance(timings, Mapping) or set(timings) != set(TIMING_METRICS):
         raise ContractError(f"record timings must map exactly {list(TIMING_METRICS)}")
     for metric in TIMING_METRICS:
