@@ -17,6 +17,7 @@ from embprof.report.build import ReportInputs
 from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import COLUMNS as OPCALLS_COLUMNS
 from embprof.results.opcalls import format_iteration_ms
+from embprof.results.timings import TIMING_METRICS, timing_entry
 
 NUM_ITERS = 5
 # Each op's ms in the profiled iterations around its mean (they average to it exactly).
@@ -60,11 +61,15 @@ LABELS = [
 ]
 
 
+# Each metric's repeats around its median (the median itself is one of them).
+REPEAT_SHAPE = (0.97, 0.99, 1.0, 1.01, 1.04)
+
+
 def record(label: str, scale: float = 1.0, *, trc: bool = True, status: str = "ok") -> dict:
-    """A timing record with DESIGN.md's fields (numbers shaped like a smoke run's)."""
+    """A timing record with DESIGN.md's fields (numbers shaped like a smoke run's, five repeats)."""
     dyn_f, dyn_b, trc_f, trc_b = 0.9 * scale, 1.3 * scale, 0.4 * scale, 0.7 * scale
     fields = parse_label(label)
-    return {
+    flat = {
         "label": label, "gpu_name": None, "device": "cpu", "num_tables": fields.num_tables,
         "batch_size": fields.total_batch // fields.num_tables, "embedding_dim": fields.dim,
         "optimizer_type": fields.optimizer, "caching": fields.mode == "caching",
@@ -80,6 +85,11 @@ def record(label: str, scale: float = 1.0, *, trc: bool = True, status: str = "o
         "trc_skip_reason": None if trc else "ADAM is not supported by TBE on the CPU",
         "torch": "2.13.0", "fbgemm_gpu": "1.8.0", "torchrec": "1.8.0", "status": status,
     }
+    timings = {
+        m: None if flat[m] is None else timing_entry([flat[m] * f for f in REPEAT_SHAPE])
+        for m in TIMING_METRICS
+    }
+    return flat | {"repeats": len(REPEAT_SHAPE), "timer": "cpu_time", "timings": timings}
 
 
 ENVIRONMENT = {
