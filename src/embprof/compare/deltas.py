@@ -45,6 +45,20 @@ class Comparison:
     warnings: list[str] = field(default_factory=list)
     alpha: float = ALPHA
 
+    def tally(self) -> str:
+        """One line: how many config metrics changed (and which way), how many did not."""
+        verdict, delta = self.configs["verdict"], self.configs["delta_ms"]
+        slower = int(((verdict == CHANGE) & (delta > 0)).sum())
+        faster = int(((verdict == CHANGE) & (delta <= 0)).sum())
+        counts = {v: int((verdict == v).sum()) for v in (NOISE, UNTESTED, NEW, REMOVED)}
+        rest = [f"{counts[NOISE]} config metrics within noise"] if counts[NOISE] else []
+        rest += [f"{counts[v]} {v}" for v in (UNTESTED, NEW, REMOVED) if counts[v]]
+        if not slower + faster:
+            return "no change: " + (", ".join(rest) or "no config metric in either run")
+        ways = ", ".join(f"{n} {way}" for n, way in ((slower, "slower"), (faster, "faster")) if n)
+        changes = f"{slower + faster} change{'s' if slower + faster > 1 else ''} ({ways})"
+        return ", ".join([changes, *rest])
+
     def largest_ops(self, limit: int) -> pd.DataFrame:
         """The ``limit`` op rows that moved most by ms: changes first, then the rest."""
         ops = self.ops[self.ops["delta_ms"].fillna(0) != 0]

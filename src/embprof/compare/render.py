@@ -84,14 +84,14 @@ def render(comparison: Comparison, fmt: str, op_limit: int, gate: str = "") -> s
     ops = comparison.largest_ops(op_limit)
     note = TEST_NOTE.format(alpha=comparison.alpha)
     if fmt == "markdown":
-        parts = [f"### embprof diff: `{comparison.old}` → `{comparison.new}`", ""]
+        parts = [f"### embprof diff: `{comparison.old}` → `{comparison.new}`", "", f"**{comparison.tally()}**", ""]
         parts += [f"> **warning:** {w}" for w in comparison.warnings] + ([""] if comparison.warnings else [])
         parts += ["**Per config** (ms per iteration)", "", table(config_cells(comparison.configs)), ""]
         if len(ops):
             parts += ["<details><summary>Per op: the largest moves</summary>", "", table(op_cells(ops)), "", "</details>", ""]
         parts += [f"<sub>{note}</sub>", ""]
     else:
-        parts = [f"embprof diff: {comparison.old} -> {comparison.new}", ""]
+        parts = [f"embprof diff: {comparison.old} -> {comparison.new}", comparison.tally(), ""]
         parts += [f"warning: {w}" for w in comparison.warnings] + ([""] if comparison.warnings else [])
         parts += ["Per config (ms per iteration):", table(config_cells(comparison.configs)), ""]
         if len(ops):

@@ -96,6 +96,7 @@ class _Comparison:
     ops: Cells
     warnings: list[str]
     note: str
+    tally: str
 
 
 def sunburst_png_name(label: str) -> str:
@@ -167,7 +168,9 @@ def build_report(inputs: ReportInputs) -> Path:
         comparison_name=comparison.name if comparison else None,
         config_deltas=comparison.configs if comparison else None,
         op_deltas=comparison.ops if comparison else None,
-        comparison_notes=[*comparison.warnings, comparison.note] if comparison else (),
+        comparison_notes=(
+            [f"**{comparison.tally}**", *comparison.warnings, comparison.note] if comparison else ()
+        ),
     )
     page = render(
         "report.html.j2",
@@ -325,4 +328,5 @@ def _comparison(current: Run, previous: Run | None) -> _Comparison | None:
         ops=op_cells(found.largest_ops(OP_DELTA_ROWS)),
         warnings=found.warnings,
         note=TEST_NOTE.format(alpha=found.alpha),
+        tally=found.tally(),
     )
