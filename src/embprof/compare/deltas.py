@@ -53,8 +53,10 @@ class Comparison:
         counts = {v: int((verdict == v).sum()) for v in (NOISE, UNTESTED, NEW, REMOVED)}
         rest = [f"{counts[NOISE]} config metrics within noise"] if counts[NOISE] else []
         rest += [f"{counts[v]} {v}" for v in (UNTESTED, NEW, REMOVED) if counts[v]]
+        if not slower + faster + counts[NOISE] + counts[UNTESTED]:
+            return "no config metric timed in both runs" + (f" ({', '.join(rest)})" if rest else "")
         if not slower + faster:
-            return "no change: " + (", ".join(rest) or "no config metric in either run")
+            return "no change: " + ", ".join(rest)
         ways = ", ".join(f"{n} {way}" for n, way in ((slower, "slower"), (faster, "faster")) if n)
         changes = f"{slower + faster} change{'s' if slower + faster > 1 else ''} ({ways})"
         return ", ".join([changes, *rest])
