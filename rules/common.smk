@@ -64,14 +64,14 @@ BANDWIDTH = config_file(BANDWIDTH_TABLE)
 # re-runs nothing. Paths are in the embprof package, except the measured code
 # (in the checkout). Neither code nor default files are inputs: their paths
 # differ between checkouts, and every input costs each DAG pass a stat.
-_BASE = ["__init__.py", "errors.py", "atomic.py", "labels.py", "results"]
+_BASE = ["__init__.py", "errors.py", "atomic.py", "labels.py", "results", "stats.py"]
 _FIGURES = ["plots", "pages"]
 CODE = {
     "breakdown": [*_BASE, "cli/breakdown.py", "defaults.py", "trace"],
     "sunburst": [*_BASE, "cli/sunburst.py", *_FIGURES],
     "aggregate": [*_BASE, "cli/aggregate.py"],
     "latency_plot": [*_BASE, "cli/latency_plot.py", *_FIGURES],
-    "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth"],
+    "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth", "compare"],
     "bandwidth": [*_BASE, "cli/bandwidth.py", "defaults.py", "bandwidth"],
     "peak_bandwidth": [*_BASE, "cli/peak_bandwidth.py", "bandwidth/peak.py"],
 }
