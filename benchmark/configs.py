@@ -49,8 +49,8 @@ class Preset:
     poolings: tuple[str, ...] = ("none",)
     seed: int = 42
     # Timed passes over the batches per config (--repeats). Five is the fewest whose Mann-Whitney
-    # test can call a difference at alpha 0.05; seven also span the drift between two runs of a
-    # shared 2-core CPU (docs/COMPARE.md), and cost the smoke suite under a second.
+    # test can call a difference at alpha 0.05; ten also span the drift between two runs of a
+    # shared 2-core CPU (benchmarks/README.md, "Comparisons"), and cost the smoke suite a second.
     repeats: int = 5
 
 
@@ -74,7 +74,7 @@ PRESETS = {
         total_cap_hbm=2 * KIB_ROWS,
         total_cap=8 * KIB_ROWS,
         num_iterations=8,
-        repeats=7,
+        repeats=10,
     ),
 }
 

@@ -49,7 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type=int,
         default=None,
         help="timed passes over the batches per config, after one warm-up; the record keeps each "
-        "(default: the preset's, smoke 7, seed 5)",
+        "(default: the preset's, smoke 10, seed 5)",
     )
     group.addoption(
         "--cpu-threads",
