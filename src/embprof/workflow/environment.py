@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import platform
 import socket
-import subprocess
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,16 +11,13 @@ from typing import Any
 
 from embprof.results.provenance import merge_provenance
 from embprof.versions import FBGEMM_DISTRIBUTIONS, package_version
-from embprof.workflow.provenance import collect_provenance
+from embprof.workflow.provenance import collect_provenance, command_output
 
 
 def _first_line(command: list[str]) -> str | None:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    return lines[0] if done.returncode == 0 and lines else None
+    out, _ = command_output(command)
+    lines = [line.strip() for line in (out or "").splitlines() if line.strip()]
+    return lines[0] if lines else None
 
 
 def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:

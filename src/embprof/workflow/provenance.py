@@ -26,7 +26,7 @@ _SMI_FIELDS = ("index", "uuid", "driver_version", "clocks.current.sm", "clocks.c
                "clocks.max.sm", "clocks.max.memory")
 
 
-def _run(command: Sequence[str], cwd: str | os.PathLike[str] | None = None) -> tuple[str | None, str]:
+def command_output(command: Sequence[str], cwd: str | os.PathLike[str] | None = None) -> tuple[str | None, str]:
     """(stdout, "") when ``command`` exits 0, else (None, why not), in one line."""
     try:
         done = subprocess.run(
@@ -45,10 +45,10 @@ def _run(command: Sequence[str], cwd: str | os.PathLike[str] | None = None) -> t
 def git_state(root: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The checkout's commit and whether tracked files differ from it (untracked files do not count,
     as in ``git describe --dirty``)."""
-    commit, why = _run(["git", "rev-parse", "HEAD"], cwd=root)
+    commit, why = command_output(["git", "rev-parse", "HEAD"], cwd=root)
     if commit is None:
         return {"git_commit": None, "git_dirty": None}, {"git_commit": why, "git_dirty": why}
-    status, why = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
+    status, why = command_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
     state = {"git_commit": commit.strip(), "git_dirty": None if status is None else bool(status.strip())}
     return state, ({"git_dirty": why} if status is None else {})
 
@@ -69,7 +69,7 @@ def gpu_state(device_index: int | None, uuid: str | None = None) -> tuple[dict[s
     if shutil.which("nvidia-smi") is None:
         why = "nvidia-smi is not on PATH"
         return {"driver": None, "gpu_clocks": None}, {"driver": why, "gpu_clocks": why}
-    out, why = _run(["nvidia-smi", f"--query-gpu={','.join(_SMI_FIELDS)}", "--format=csv,noheader"])
+    out, why = command_output(["nvidia-smi", f"--query-gpu={','.join(_SMI_FIELDS)}", "--format=csv,noheader"])
     rows = [[cell.strip() for cell in line.split(",")] for line in (out or "").splitlines() if line.strip()]
     rows = [row for row in rows if len(row) == len(_SMI_FIELDS)]
     if not rows:
