@@ -45,7 +45,8 @@ def summary(
     parts += [
         "## Configs",
         "",
-        "Milliseconds per iteration; ratios are dyn / trc.",
+        "Milliseconds per iteration, the median of the repeats (± %: (max − min) / median); "
+        "ratios are dyn / trc.",
         "",
         md_table(headline),
         "",
