@@ -48,6 +48,10 @@ class Preset:
     cache_footprint_ratios: tuple[float, ...] = (0.8, 1.0)
     poolings: tuple[str, ...] = ("none",)
     seed: int = 42
+    # Timed passes over the batches per config (--repeats). Five is the fewest whose Mann-Whitney
+    # test can call a difference at alpha 0.05; ten also span the drift between two runs of a
+    # shared 2-core CPU (benchmarks/README.md, "Comparisons"), and cost the smoke suite a second.
+    repeats: int = 5
 
 
 PRESETS = {
@@ -70,6 +74,7 @@ PRESETS = {
         total_cap_hbm=2 * KIB_ROWS,
         total_cap=8 * KIB_ROWS,
         num_iterations=8,
+        repeats=10,
     ),
 }
 
@@ -272,6 +277,11 @@ def inputs_problem(preset: str, num_iterations: int, memory: int | None) -> str 
             f"their ids, made before the run starts; this host has {_size(memory)}")
 
 
+# Torch's threads on the CPU: one, as torch.utils.benchmark times by default. A shared machine
+# then slows a run by its share of a core instead of stalling a thread pool at every barrier.
+DEFAULT_CPU_THREADS = 1
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """What the command line asks of one run (beyond the config itself)."""
@@ -280,3 +290,6 @@ class RunOptions:
     correctness: bool = False
     no_torchrec: bool = False
     trace_dir: Path | None = None
+    repeats: int = Preset.repeats  # conftest passes the preset's own
+    cpu_threads: int = DEFAULT_CPU_THREADS
+    checkout: Path = Path(".")  # where the suite lives: its git commit is the record's

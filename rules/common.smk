@@ -82,14 +82,14 @@ BANDWIDTH = config_file(BANDWIDTH_TABLE)
 # re-runs nothing. Paths are in the embprof package, except the measured code
 # (in the checkout). Neither code nor default files are inputs: their paths
 # differ between checkouts, and every input costs each DAG pass a stat.
-_BASE = ["__init__.py", "errors.py", "atomic.py", "labels.py", "results"]
+_BASE = ["__init__.py", "errors.py", "atomic.py", "labels.py", "results", "stats.py"]
 _FIGURES = ["plots", "pages"]
 CODE = {
     "breakdown": [*_BASE, "cli/breakdown.py", "defaults.py", "trace"],
     "sunburst": [*_BASE, "cli/sunburst.py", *_FIGURES],
     "aggregate": [*_BASE, "cli/aggregate.py"],
     "latency_plot": [*_BASE, "cli/latency_plot.py", *_FIGURES],
-    "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth"],
+    "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth", "compare"],
     "bandwidth": [*_BASE, "cli/bandwidth.py", "defaults.py", "bandwidth"],
     "peak_bandwidth": [*_BASE, "cli/peak_bandwidth.py", "bandwidth/peak.py"],
 }
@@ -144,6 +144,7 @@ def get_run_settings(label):
     settings = {
         "num_iterations": config["num_iterations"],
         "profile_iterations": config["profile_iterations"],
+        "repeats": config["repeats"],
         "torchrec": config["torchrec"],
         "extra_args": [],
     }
@@ -167,7 +168,9 @@ def get_profile_options(wildcards):
 
 
 def get_timing_options(wildcards):
-    return _options(get_run_settings(wildcards.label), "num_iterations")
+    settings = get_run_settings(wildcards.label)
+    repeats = f" --repeats {int(settings['repeats'])}" if settings["repeats"] is not None else ""
+    return _options(settings, "num_iterations") + repeats
 
 
 # The settings that shape each step's outputs, beside its code, as files in results/settings/:
@@ -195,7 +198,7 @@ SETTINGS = {
         "size_args": SIZE_ARGS,
     },
     "profile": lambda label: {**_run_settings(label, "profile_iterations"), "profiler": PROFILER},
-    "timing": lambda label: _run_settings(label, "num_iterations"),
+    "timing": lambda label: {**_run_settings(label, "num_iterations"), "repeats": get_run_settings(label)["repeats"]},
     "breakdown": lambda label: {"kernel_categories": TABLE_DIGEST["breakdown"]},
     "bandwidth": lambda label: {"bandwidth_table": TABLE_DIGEST["bandwidth"]},
     "environment": lambda label: {"preset": config["preset"], "profiler": PROFILER},

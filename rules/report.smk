@@ -33,6 +33,7 @@ rule environment:
         preset=config["preset"],
         profiler=PROFILER,
         nsys=NSYS_ARG,
+        suite=SUITE_ARG,
     log:
         L.log("environment"),
     benchmark:
@@ -41,7 +42,7 @@ rule environment:
         "../envs/benchmark.yaml"
     shell:
         "embprof environment --preset {params.preset} --profiler {params.profiler}"
-        " {params.nsys} --out {output} {input.timing} > {log} 2>&1"
+        " {params.nsys} {params.suite} --out {output} {input.timing} > {log} 2>&1"
 
 
 rule latency_plot:

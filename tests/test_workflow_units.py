@@ -209,7 +209,9 @@ def test_benchmark_commands_follow_the_suite_contract() -> None:
                    ["--num-iterations", "3"], ["--results-file", "out.json"]):
         i = timing.index(option[0])
         assert timing[i:i + 2] == option
-    assert "--no-torchrec" in timing and "--num-tables=1" in timing
+    assert "--no-torchrec" in timing and "--num-tables=1" in timing and "--repeats" not in timing
+    repeated = timing_command("t::x[L]", "smoke", "out.json", repeats=9)
+    assert repeated[repeated.index("--repeats") + 1] == "9"
     nsys = nsys_profile_command("/opt/nsys", "results/traces/L", "t::x[L]", "seed", python="py")
     assert nsys[:2] == ["/opt/nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in nsys and "--trace=cuda,nvtx" in nsys

@@ -20,8 +20,8 @@ from embprof.errors import EmbprofError
 # In the order the workflow runs them; then the recovery from a killed run.
 COMMANDS = (
     "collect", "profile", "export", "breakdown", "timing", "status", "aggregate", "sunburst",
-    "latency-plot", "peak-bandwidth", "bandwidth", "environment", "report", "checks", "ec-results",
-    "unlock",
+    "latency-plot", "peak-bandwidth", "bandwidth", "environment", "report", "checks", "diff",
+    "ec-results", "unlock",
 )
 
 

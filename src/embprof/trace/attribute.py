@@ -40,7 +40,8 @@ class Attributed:
     """One trace's attributed work, grouped finely enough to merge across traces.
 
     ``groups`` columns: label, backend, phase, parent_stages, op, is_op_range,
-    kind, kernel_name, calls, total_ns. ``busy_ns`` maps (label, backend) to the
+    kind, kernel_name, iteration (the config's profiled iteration in this trace, 0-based,
+    in start order), calls, total_ns. ``busy_ns`` maps (label, backend) to the
     union of device time; ``range_ns`` maps (label, backend) to the summed time
     from each backend range's start until both the range and the device work
     launched in it are done (what the profiled iterations took, measured as the
@@ -159,6 +160,7 @@ class RangeContext:
     has_config_names: bool
     backend_spans: BackendSpans
     backend_range_of: np.ndarray
+    iter_ordinal: np.ndarray  # per iteration range: its rank among its config's, in start order; else -1
 
 
 @dataclass
@@ -224,14 +226,31 @@ def range_context(ranges: Ranges, layout: str = "default") -> RangeContext:
         counts = pd.Series(name[iter_cfg[iter_cfg >= 0]]).value_counts()
         iterations = {ranges.names[int(k)]: int(v) for k, v in counts.items()}
     spans = _backend_spans(ranges, forest, cls, val, name, config_of, iter_of, layout)
+    iter_ordinal = _iteration_ordinals(ranges, forest, cls, name, config_of, n)
     forest.levels, forest.order = [], forest.order[:0]  # only needed above
     return RangeContext(
         forest=forest, layout=layout, names=ranges.names, name=name, parent=parent, config_of=config_of,
         iter_of=iter_of, backend_of=backend_of, phase_of=phase_of, op_of=op_of, path_of=path_of,
         parent_path=parent_path, path_name=path_name, iterations=iterations,
         has_config_names=bool((name_cls == CONFIG).any()),
-        backend_spans=spans, backend_range_of=backend_range_of,
+        backend_spans=spans, backend_range_of=backend_range_of, iter_ordinal=iter_ordinal,
     )
+
+
+def _iteration_ordinals(
+    ranges: Ranges, forest: Forest, cls: np.ndarray, name: np.ndarray, config_of: np.ndarray, n: int
+) -> np.ndarray:
+    """Each iteration range's rank among the iteration ranges of its config's name, by start
+    (then sorted position); -1 for every other range and the sentinel."""
+    ordinal = np.full(n + 1, -1, np.int32)
+    pos = np.flatnonzero(cls == ITERATION)
+    if len(pos) == 0:
+        return ordinal
+    config_name = name[config_of[pos]]  # the sentinel's -1 where no config holds it
+    order = np.lexsort((pos, ranges.start[forest.order[pos]], config_name))
+    grouped = config_name[order]
+    ordinal[pos[order]] = np.arange(len(order)) - np.searchsorted(grouped, grouped, side="left")
+    return ordinal
 
 
 def _backend_spans(
@@ -294,6 +313,7 @@ def attribute(trace: Trace, layout: str = "default", context: RangeContext | Non
         iter_config = ctx.config_of[np.where(iteration >= 0, iteration, n)]
         counted = (config >= 0) & (iteration >= 0) & (iter_config == config) & (backend >= 0) & (phase >= 0)
         label_code = ctx.name[np.where(counted, config, n)]
+        iter_no = np.maximum(ctx.iter_ordinal[np.where(counted, iteration, n)], 0)
         del config, iteration, iter_config
         label_names = {int(c): ctx.names[int(c)] for c in np.unique(label_code[counted])}
         iterations = ctx.iterations
@@ -301,6 +321,7 @@ def attribute(trace: Trace, layout: str = "default", context: RangeContext | Non
     else:
         counted = np.ones(len(r), dtype=bool)
         label_code = np.zeros(len(r), np.int32)
+        iter_no = np.zeros(len(r), np.int32)
         backend = phase = np.zeros(len(r), np.int8)
         stem = trace_stem(trace.path)
         label_names = {0: stem}
@@ -317,13 +338,14 @@ def attribute(trace: Trace, layout: str = "default", context: RangeContext | Non
         raise TraceError(trace.path, "no work launched inside config/nsys_iter_<i>/dyn|trc/forward|backward ranges")
 
     every = bool(counted.all())
-    keys = (label_code, backend, phase, stage, op_code, op_is_range, wk.kind, wk.name)
+    keys = (label_code, backend, phase, stage, op_code, op_is_range, wk.kind, wk.name, iter_no)
     group, first = _group_ids([k if every else k[counted] for k in keys])  # all >= 0 where counted
     dur = wk.end - wk.start if every else (wk.end - wk.start)[counted]
     sel = first if every else np.flatnonzero(counted)[first]
     groups = pd.DataFrame({
         "label": label_code[sel], "backend": backend[sel], "phase": phase[sel], "stage": stage[sel],
         "op_code": op_code[sel], "is_op_range": op_is_range[sel], "kind": wk.kind[sel], "kernel": wk.name[sel],
+        "iteration": iter_no[sel],
         "calls": np.bincount(group, minlength=len(first)),
         "total_ns": np.bincount(group, weights=dur, minlength=len(first)).round().astype(np.int64),
     })
@@ -343,6 +365,7 @@ def attribute(trace: Trace, layout: str = "default", context: RangeContext | Non
         "is_op_range": groups["is_op_range"],
         "kind": groups["kind"],
         "kernel_name": groups["kernel"].map(dict(enumerate(wk.names))),
+        "iteration": groups["iteration"].astype(np.int64),
         "calls": groups["calls"].astype(np.int64),
         "total_ns": groups["total_ns"].astype(np.int64),
     })

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from embprof.results.busy import RANGE_RULE
-from embprof.results.opcalls import COLUMNS
+from embprof.results.opcalls import COLUMNS, format_iteration_ms
 
 from .attribute import Attributed, attribute
 from .categories import load_categories
@@ -52,6 +52,7 @@ def attribute_traces(traces: list[Trace], layout: str, categories: Path | None =
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
     cats = load_categories(categories)
     parts: list[tuple[Trace, Attributed]] = [(t, attribute(t, layout, t.context)) for t in traces]
+    _number_iterations_across_traces([a for _, a in parts])
     groups = pd.concat([a.groups for _, a in parts], ignore_index=True)
     out: dict[str, LabelBreakdown] = {}
     for label, g in groups.groupby("label", sort=True):
@@ -72,6 +73,20 @@ def attribute_traces(traces: list[Trace], layout: str, categories: Path | None =
     return out
 
 
+def _number_iterations_across_traces(parts: list[Attributed]) -> None:
+    """A label's iterations in the second trace of it follow those of the first, and so on, in
+    the order the traces were given (the traces that hold work of the label, as ``num_iters`` counts)."""
+    seen: dict[str, int] = {}
+    for a in parts:
+        offsets = {}
+        for label in a.groups["label"].unique():
+            if label in a.iterations:
+                offsets[label] = seen.get(label, 0)
+                seen[label] = offsets[label] + a.iterations[label]
+        if any(offsets.values()):
+            a.groups["iteration"] += a.groups["label"].map(offsets).fillna(0).astype(np.int64)
+
+
 def _per_backend(label: str, per_trace: list[dict[tuple[str, str], int]]) -> dict[str, float]:
     """One label's nanoseconds per backend, summed over the traces that hold it."""
     total: dict[str, float] = {}
@@ -84,11 +99,16 @@ def _per_backend(label: str, per_trace: list[dict[tuple[str, str], int]]) -> dic
 
 def _rows(g: pd.DataFrame, num_iters: int, category_of) -> pd.DataFrame:
     keys = ["backend", "phase", "parent_stages", "op", "is_op_range", "kind"]
-    agg = g.groupby(keys, sort=False).agg(
+    grouped = g.groupby(keys, sort=False)
+    agg = grouped.agg(
         calls=("calls", "sum"),
         total_ns=("total_ns", "sum"),
         kernel_names=("kernel_name", lambda s: ";".join(sorted(set(s)))),
     ).reset_index()
+    # Each row's time in every profiled iteration (0 where it ran nothing): the samples a
+    # comparison of two runs tests per op. ngroup numbers groups as agg orders them.
+    per_iter = np.zeros((len(agg), num_iters))
+    np.add.at(per_iter, (grouped.ngroup().to_numpy(), g["iteration"].to_numpy()), g["total_ns"].to_numpy())
     is_range = agg["is_op_range"].to_numpy(bool)
     rows = pd.DataFrame({
         "backend": agg["backend"],
@@ -101,6 +121,7 @@ def _rows(g: pd.DataFrame, num_iters: int, category_of) -> pd.DataFrame:
         "num_iters": np.full(len(agg), num_iters, dtype=np.int64),
         "kernel_names": agg["kernel_names"],
         "fallback_category": ["" if r else category_of(op) for r, op in zip(is_range, agg["op"], strict=True)],
+        "ms_by_iter": format_iteration_ms(per_iter / 1e6),
     })
     rows = rows.sort_values(["backend", "phase", "avg_ms_per_iter"], ascending=[True, True, False], kind="stable")
     return rows[list(COLUMNS)].reset_index(drop=True)

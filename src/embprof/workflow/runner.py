@@ -128,11 +128,18 @@ def profile_config(
         )
 
 
-def time_config(ctx: StepContext, options: RunOptions, out: Path) -> StepRecord:
-    """The normal timed run of one config: ``out`` holds its one record, or ``[]`` when it failed."""
+def time_config(
+    ctx: StepContext, options: RunOptions, out: Path, repeats: int | None = None
+) -> StepRecord:
+    """The normal timed run of one config: ``out`` holds its one record, or ``[]`` when it failed.
+
+    ``repeats``: timed passes (the benchmark's own default where None).
+    """
     with scratch_dir(out, "timing", ctx.label) as scratch:
         produced = scratch / f"{ctx.label}.json"
-        command = timing_command(ctx.test_id, results_file=str(produced), **options.as_kwargs())
+        command = timing_command(
+            ctx.test_id, results_file=str(produced), repeats=repeats, **options.as_kwargs()
+        )
         return run_and_publish(
             ctx, command, produced,
             publish=lambda path: _publish_record(path, ctx.label, out),
