@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -9,9 +10,9 @@ from typing import Any
 
 import jinja2
 import pandas as pd
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
-from embprof.pages.cells import Cells, Column, to_cells
+from embprof.pages.cells import Cells, Column, shorten_middle, to_cells
 from embprof.pages.legend import LEGEND_VIEW
 from embprof.plots.figures import plotly_js
 
@@ -27,17 +28,31 @@ class LegendItem:
     figure_div: str = ""
 
 
+# After these characters, and between a lower-case letter and an upper-case one.
+_BREAKS = re.compile(r"[_/.]|[a-z](?=[A-Z])")
+
+
+def breakable(text: str) -> Markup:
+    """``text`` escaped, with a line-break opportunity after each ``_``, ``/`` and ``.`` and inside
+    camel case (``Device|Radix|Sort``): a config label, a stage path or a kernel name wraps at its
+    parts instead of widening its table or being cut mid-word."""
+    return Markup(_BREAKS.sub(r"\g<0><wbr>", str(escape(text))))
+
+
 @cache
 def _environment(packages: tuple[str, ...]) -> jinja2.Environment:
     """Templates of ``packages`` (their ``templates/`` folders, first wins), then this package's."""
     loaders = [jinja2.PackageLoader(p, "templates") for p in (*packages, "embprof.pages")]
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["shorten_middle"] = shorten_middle
+    env.filters["breakable"] = breakable
+    return env
 
 
 def render(template: str, packages: tuple[str, ...] = (), **context: Any) -> str:

@@ -12,15 +12,18 @@ CPU_STAND_IN_NOTE = (
     "CPU leaf operators stand in for kernels: this profile came from the PyTorch "
     "profiler on a machine without a GPU, so times are CPU times of leaf operators."
 )
+# Names longer than this are cut in the middle on a page (the full name on hover): FBGEMM's
+# kernel names run past 70 characters and would push the numbers off the screen.
+NAME_CHARS = 38
 # Numbers right after the op so they stay in view beside a sunburst; long stage paths go last.
 LEGEND_VIEW = (
     Column("code", "code"),
-    Column("op", "op"),
+    Column("op", "op", shorten=NAME_CHARS),
     Column("ms_per_iter", "ms/iter", fmt_ms, True),
     Column("pct_of_iter", "% of iter", fmt_pct, True),
     Column("calls_per_iter", "calls/iter", fmt_calls, True),
     Column("phase", "phase"),
-    Column("stage", "stage"),
+    Column("stage", "stage", shorten=NAME_CHARS),
 )
 # With a bandwidth view: GB/s and % of peak beside the op's time (a dash: no bytes formula).
 LEGEND_BANDWIDTH_VIEW = (

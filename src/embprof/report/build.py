@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,25 @@ from embprof.plots.figures import BACKEND_NAMES, dom_id, figure_div
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
 from embprof.report import environment, markdown
-from embprof.report.tables import HEADLINE_VIEW, TOP_OPS_VIEW, headline, top_ops
+from embprof.report.budget import budget_figure, budget_view, step_budget
+from embprof.report.links import Link, config_links
+from embprof.report.names import distinct_names
+from embprof.report.phases import (
+    PAIRED_VIEW,
+    PHASE_TIMES_VIEW,
+    paired_groups,
+    phase_figure,
+    phase_times,
+    work_groups,
+)
+from embprof.report.tables import (
+    HEADLINE_MD_VIEW,
+    HEADLINE_VIEW,
+    TOP_OPS_MD_VIEW,
+    TOP_OPS_VIEW,
+    headline,
+    top_ops,
+)
 from embprof.results.bandwidth import read_bandwidth_of
 from embprof.results.busy import BusyTime, read_busy
 from embprof.results.configs import read_configs
@@ -39,13 +57,13 @@ from embprof.results.environment import read_environment
 from embprof.results.layout import SUNBURST_PNG_PREFIX, ResultsLayout
 from embprof.results.peak import Peak, read_peak
 from embprof.results.records import read_results
-from embprof.results.steps import read_statuses, succeeded
+from embprof.results.steps import per_op_labels, read_statuses
 
 TITLE = "DynamicEmb vs TorchRec TBE: latency report"
 FIGURES = "figures"
 LATENCY_PNG = "latency.png"
 BANDWIDTH_PNG = "bandwidth.png"
-BACKEND_SUNBURST_PX = 520
+BACKEND_SUNBURST_PX = 460
 OP_DELTA_ROWS = 25
 
 
@@ -77,6 +95,21 @@ class _Section:
     png: str
     legends: list[LegendItem]
     message: str
+    name: str = ""
+    status: str = "ok"
+    links: list[Link] = field(default_factory=list)
+    budget: Cells | None = None
+    phases: _Phases | None = None
+
+
+@dataclass(frozen=True)
+class _Phases:
+    """dyn against TBE per phase: times, the groups side by side and their paired chart."""
+
+    times: Cells
+    groups: Cells
+    figure_id: str
+    figure_div: str
 
 
 @dataclass(frozen=True)
@@ -108,7 +141,8 @@ def build_report(inputs: ReportInputs) -> Path:
     layout = inputs.results
     records = read_results(layout.benchmark_results)
     test_ids = {c.label: c.test_id for c in read_configs(layout.configs)}
-    statuses = read_statuses(layout.status_dir)
+    # A folder from before statuses (the committed H200 example) has per-op files of every config.
+    statuses = read_statuses(layout.status_dir) if layout.status_dir.is_dir() else {}
     env = read_environment(layout.environment)
     labels = sorted(set(test_ids) | {r["label"] for r in records})
     by_label = {r["label"]: r for r in records}
@@ -116,7 +150,7 @@ def build_report(inputs: ReportInputs) -> Path:
     failed_steps = {
         lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"] and lab in labels
     }
-    shown = succeeded(statuses, labels)
+    shown = per_op_labels(layout, labels)
     opcalls, busy = _load_opcalls(layout, shown)
     bandwidth, peak = _load_bandwidth(layout, shown)
     bandwidth_fig = (
@@ -142,9 +176,14 @@ def build_report(inputs: ReportInputs) -> Path:
         },
     )
 
-    cpu_note = environment.CPU_STAND_IN_NOTE if environment.cpu_stand_in(env, busy.values()) else ""
-    head = to_cells(headline(labels, by_label, failed_steps), HEADLINE_VIEW)
-    top = to_cells(top_ops(opcalls), TOP_OPS_VIEW)
+    names = distinct_names(labels)
+    cpu_stand_in = environment.cpu_stand_in(env, busy.values())
+    cpu_note = environment.CPU_STAND_IN_NOTE if cpu_stand_in else ""
+    budget = step_budget(labels, by_label, busy, names)
+    budget_fig = budget_figure(budget, cpu_stand_in)
+    head_table = headline(labels, by_label, failed_steps, names)
+    head = to_cells(head_table, HEADLINE_VIEW)
+    top = to_cells(top_ops(opcalls, names=names), TOP_OPS_VIEW)
     sections = [
         _section(
             label,
@@ -153,6 +192,12 @@ def build_report(inputs: ReportInputs) -> Path:
             busy.get(label),
             failed_steps,
             None if bandwidth is None else bandwidth.get(label, pd.DataFrame()),
+            context=_SectionContext(
+                name=names[label],
+                record=by_label.get(label),
+                links=config_links(layout, label, out, with_per_op=label in shown),
+                budget=to_cells(budget[budget["label"] == label], budget_view(budget, cpu_stand_in)),
+            ),
         )
         for label in labels
     ]
@@ -163,9 +208,10 @@ def build_report(inputs: ReportInputs) -> Path:
         title=TITLE,
         environment_line=environment.one_line(env),
         cpu_note=cpu_note,
-        headline=head,
+        headline=to_cells(head_table, HEADLINE_MD_VIEW),
+        budget=to_cells(budget, budget_view(budget, cpu_stand_in, config="label")),
         failed=[markdown.FailedSummary(f.label, f.step, f.returncode, f.log_tail) for f in failed],
-        top_ops=to_cells(top_ops(opcalls, limit=10), TOP_OPS_VIEW),
+        top_ops=to_cells(top_ops(opcalls, limit=10), TOP_OPS_MD_VIEW),
         comparison_name=comparison.name if comparison else None,
         config_deltas=comparison.configs if comparison else None,
         op_deltas=comparison.ops if comparison else None,
@@ -187,6 +233,12 @@ def build_report(inputs: ReportInputs) -> Path:
             "png": f"{FIGURES}/{LATENCY_PNG}",
         },
         top_ops=top,
+        budget={
+            "cells": to_cells(budget, budget_view(budget, cpu_stand_in)),
+            "id": "budget-plot",
+            "div": Markup(figure_div(budget_fig, "budget-plot")) if budget_fig is not None else "",
+            "split": bool(budget["idle_ms"].notna().any()),
+        },
         bandwidth=_bandwidth_context(bandwidth, bandwidth_fig, peak),
         comparison=comparison,
         sections=sections,
@@ -255,6 +307,17 @@ def _write_pngs(
             stale.unlink()
 
 
+@dataclass(frozen=True)
+class _SectionContext:
+    """What a config's section shows beside its breakdown: its short name, its record, links to its
+    files, its rows of the step budget."""
+
+    name: str = ""
+    record: Mapping[str, Any] | None = None
+    links: list[Link] = field(default_factory=list)
+    budget: Cells | None = None
+
+
 def _section(
     label: str,
     test_id: str,
@@ -262,24 +325,28 @@ def _section(
     busy: BusyTime | None,
     failed_steps: Mapping[str, str],
     bandwidth: pd.DataFrame | None = None,
+    context: _SectionContext = _SectionContext(),
 ) -> _Section:
-    """A config's breakdown: per backend, its sunburst beside its legend table.
+    """A config's breakdown: its step budget, dyn against TBE per phase, and per backend its
+    sunburst beside its legend table.
 
     ``bandwidth`` (the config's bandwidth CSV, empty when it has none) adds GB/s
     and % of peak to the legend tables; ``None``: the report has no bandwidth view.
     """
     anchor = dom_id("config", label)
+    status = f"failed: {failed_steps[label]}" if label in failed_steps else "ok"
+    around = dict(name=context.name or label, status=status, links=context.links)
     if frame is None:
         reason = (
             f"No breakdown: the {failed_steps[label]} step failed (see Failed configs)."
             if label in failed_steps
             else "No breakdown: the workflow recorded no successful run of this config."
         )
-        return _Section(label, test_id, anchor, "", [], reason)
+        return _Section(label, test_id, anchor, "", [], reason, **around)
     legends = config_legends(frame)
     if not legends:
         message = "The breakdown attributed no time to this config (its per-op CSV has no rows)."
-        return _Section(label, test_id, anchor, "", [], message)
+        return _Section(label, test_id, anchor, "", [], message, **around)
     view = LEGEND_VIEW
     if bandwidth is not None:
         legends = {b: with_bandwidth(t, bandwidth, b) for b, t in legends.items()}
@@ -304,6 +371,24 @@ def _section(
             view,
         ),
         message="",
+        budget=context.budget if context.budget is not None and context.budget.rows else None,
+        phases=_phases(label, frame, context.record),
+        **around,
+    )
+
+
+def _phases(label: str, frame: pd.DataFrame, record: Mapping[str, Any] | None) -> _Phases | None:
+    """dyn against TBE per phase; None where the config has a breakdown of one backend only."""
+    groups = work_groups(frame)
+    if set(groups["backend"]) < {"dyn", "trc"}:
+        return None
+    figure_id = dom_id("phases", label)
+    fig = phase_figure(groups, "dyn against TBE per phase: ms per iteration of each op or [category]")
+    return _Phases(
+        times=to_cells(phase_times(groups, record), PHASE_TIMES_VIEW),
+        groups=to_cells(paired_groups(groups), PAIRED_VIEW),
+        figure_id=figure_id,
+        figure_div=Markup(figure_div(fig, figure_id)) if fig is not None else "",
     )
 
 

@@ -29,6 +29,9 @@ class BusyTime:
     range_ms_per_iter: dict[str, float] = field(default_factory=dict)
     # True: until its device work is done (RANGE_RULE); False: the range's host time only (older sidecars).
     range_until_device_done: bool = False
+    # Per iteration, the time between the backend's first and last device work when none of it ran
+    # (the GPU waiting within the range); empty in sidecars written before issue 19.
+    idle_ms_per_iter: dict[str, float] = field(default_factory=dict)
 
     @property
     def cpu_leaf_ops(self) -> bool:
@@ -52,11 +55,13 @@ def read_busy(path: str | os.PathLike[str]) -> BusyTime | None:
         raise ContractError(f"{path}: time_source must be made of {TIME_SOURCES}, got {source!r}")
     busy = _ms_per_backend(path, data, "busy_ms_per_iter")
     walls = _ms_per_backend(path, data, "range_ms_per_iter") if "range_ms_per_iter" in data else {}
+    idle = _ms_per_backend(path, data, "idle_ms_per_iter") if "idle_ms_per_iter" in data else {}
     return BusyTime(
         ms_per_iter=busy,
         time_source=source,
         range_ms_per_iter=walls,
         range_until_device_done=data.get("range_rule") == RANGE_RULE,
+        idle_ms_per_iter=idle,
     )
 
 
