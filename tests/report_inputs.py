@@ -107,8 +107,9 @@ def report_inputs(root: Path, out: Path | None = None, compare_to: Path | None =
 
 
 def write_results(root: Path, *, scale: float = 1.0, failed: str | None = LABELS[3],
-                  busy: bool = True) -> Path:
-    """A results/ folder as the workflow leaves it before the report step; ``failed`` crashed."""
+                  busy: bool = True, walls: bool = True) -> Path:
+    """A results/ folder as the workflow leaves it before the report step; ``failed`` crashed;
+    ``walls`` False: sidecars without the profiled step's time (as written before it existed)."""
     for sub in ("opcalls", "status", "sunburst", "plots", "timing"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "configs.tsv").write_text(
@@ -133,8 +134,9 @@ def write_results(root: Path, *, scale: float = 1.0, failed: str | None = LABELS
             per_backend = frame.groupby("backend")["avg_ms_per_iter"].sum() * 0.97
             # The profiled step: its busy time and as much again of time it kept the CPU idle.
             (root / "opcalls" / f"opcalls__{label}.busy.json").write_text(
-                json.dumps({"busy_ms_per_iter": per_backend.to_dict(), "time_source": "cpu-leaf-ops",
-                            "range_ms_per_iter": (per_backend * 2).to_dict(), "range_rule": "until-device-done"})
+                json.dumps({"busy_ms_per_iter": per_backend.to_dict(), "time_source": "cpu-leaf-ops"}
+                           | ({"range_ms_per_iter": (per_backend * 2).to_dict(), "range_rule": "until-device-done"}
+                              if walls else {}))
             )
     (root / "benchmark_results.json").write_text(json.dumps(records, indent=1))
     (root / "environment.json").write_text(json.dumps(ENVIRONMENT))

@@ -34,6 +34,11 @@ PARTS = (
 BAR_PX = 22
 
 
+def overhead_pct(profiled_ms: float, timed_ms: float) -> float:
+    """How much longer the profiled step took than the unprofiled one, in % of the latter."""
+    return 100.0 * (profiled_ms / timed_ms - 1.0) if timed_ms > 0 else math.nan
+
+
 def step_budget(
     labels: Sequence[str],
     records: Mapping[str, Mapping[str, Any]],
@@ -71,7 +76,7 @@ def step_budget(
                     "host_ms": max(profiled - busy_ms - idle, 0.0) if not math.isnan(profiled + idle) else math.nan,
                     "not_busy_ms": max(profiled - busy_ms, 0.0) if not math.isnan(profiled) else math.nan,
                     "busy_pct": 100.0 * busy_ms / profiled if profiled > 0 else math.nan,
-                    "overhead_pct": 100.0 * (profiled - timed) / timed if timed > 0 else math.nan,
+                    "overhead_pct": overhead_pct(profiled, timed),
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -27,5 +27,5 @@ def distinct_names(labels: Sequence[str]) -> dict[str, str]:
     names = {}
     for label, parts in tokens.items():
         kept = [p for p in parts or () if p not in shared]
-        names[label] = " ".join(kept) if parts is not None and kept else label
+        names[label] = " ".join(kept) if parts is not None and kept and shared else label
     return names
