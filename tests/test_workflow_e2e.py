@@ -14,7 +14,9 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from html import unescape
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 import yaml
@@ -145,6 +147,39 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
     assert env["device"] == "cpu" and env["profiler"] == "torch" and env["preset"] == "smoke"
     # Progress reached the logs while the benchmark ran (its own output, unbuffered).
     assert "passed" in (results / "logs" / "timing" / f"{GOOD_LABELS[0]}.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.browser
+def test_the_smoke_runs_report_draws_offline_and_holds_its_layout(tiny_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """The report a real run wrote, opened in headless Chromium with the network off at a 1400 px
+    window, every section open: no console error, every figure drawn, no table wider than its box;
+    the links to each config's files lead to files of the run."""
+    import asyncio
+
+    from browser_check import open_page, screenshots
+    from test_report_browser import assert_layout_holds
+
+    workdir, _ = tiny_run
+    index = workdir / "results" / "report" / "index.html"
+    check = asyncio.run(open_page(index, shot := screenshots(tmp_path) / "report.png", shot_height=2400))
+    assert check.errors == []
+    assert [url for url in check.requests if url.startswith(("http:", "https:"))] == []
+    names = {name for name, _, _ in check.figures}
+    # latency, the step budget, and per good config: two sunbursts and dyn against TBE (the
+    # bandwidth chart only where an op has a bytes formula: on the CPU TBE's have none)
+    assert {"latency-plot", "budget-plot"} <= names and len(names) >= 2 + 3 * len(GOOD_LABELS)
+    assert all(svgs >= 1 and plots == 1 for _, svgs, plots in check.figures), check.figures
+    assert_layout_holds(check)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = index.read_text()
+    hrefs = re.findall(r'<p class="links">(.*?)</p>', html, re.S)
+    assert len(hrefs) == len(GOOD_LABELS) + 1  # the crashed config links its logs and status
+    for href in re.findall(r'href="([^"]+)"', "".join(hrefs)):
+        assert (index.parent / unquote(unescape(href))).is_file(), href
+    for label in GOOD_LABELS:
+        assert f"../traces/{label}.kineto.json.gz".replace("=", "%3D") in html
 
 
 @pytest.mark.slow

@@ -121,7 +121,7 @@ def budget_figure(table: pd.DataFrame, cpu: bool = False) -> go.Figure | None:
     device = "CPU" if cpu else "GPU"
     fig = new_figure(
         **base_layout(
-            title=f"Where a step's time goes: {device} busy, idle within the range, host only (ms per iteration)",
+            title=f"Where a step's time goes: {device} busy and the rest, against the timed step (ms per iteration)",
             width=1200,
             height=max(320, BAR_PX * len(bars) + 160),
         )
