@@ -133,3 +133,25 @@ def test_links_name_only_the_files_a_config_has(tmp_path: Path) -> None:
     assert "trace (nsys)" not in links and "bandwidth CSV" not in links  # not in this folder
     stale = {link.text for link in config_links(layout, LABELS[0], root / "report", with_per_op=False)}
     assert "per-op CSV" not in stale and "profile log" in stale
+
+
+def test_top_kernels_from_the_sidecar_are_shown_and_bad_ones_refused(tmp_path: Path) -> None:
+    from report_inputs import report_inputs
+
+    from embprof.errors import ContractError
+    from embprof.report.budget import top_kernels
+    from embprof.report.build import build_report
+
+    root = write_results(tmp_path / "results")
+    path = ResultsLayout(root).busy(LABELS[0])
+    data = json.loads(path.read_text())
+    kernel = "split_embedding_nobag_backward_codegen_adam_unweighted_kernel_warp_per_row_1"
+    rows = [{"kernel": kernel, "ms_per_iter": 0.35, "calls_per_iter": 1.0, "mean_us": 350.0}]
+    path.write_text(json.dumps(data | {"top_kernels": {"trc": rows}}))
+    table = top_kernels(read_busy(path))["trc"]
+    assert table.loc[0, "pct_of_busy"] == pytest.approx(100 * 0.35 / data["busy_ms_per_iter"]["trc"])
+    html = build_report(report_inputs(root)).read_text()
+    assert html.count("<h4>Top kernels</h4>") == 1 and f'title="{kernel}"' in html
+    path.write_text(json.dumps(data | {"top_kernels": {"trc": [rows[0] | {"mean_us": -1}]}}))
+    with pytest.raises(ContractError, match="top_kernels"):
+        read_busy(path)

@@ -49,6 +49,7 @@ fmt_signed_ms = _formatter("{:+.3f}")
 fmt_gbps = _formatter("{:,.1f}")
 fmt_count = _formatter("{:,.0f}")
 fmt_p = _formatter("{:.2g}")  # a p-value
+fmt_us = _formatter("{:,.1f}")  # microseconds
 
 
 def fmt_calls(value: Any) -> str:

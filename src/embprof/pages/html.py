@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -12,8 +11,8 @@ import jinja2
 import pandas as pd
 from markupsafe import Markup, escape
 
-from embprof.pages.cells import Cells, Column, shorten_middle, to_cells
-from embprof.pages.legend import LEGEND_VIEW
+from embprof.pages.cells import Cells, shorten_middle, to_cells
+from embprof.pages.legend import legend_view
 from embprof.plots.figures import plotly_js
 
 
@@ -66,7 +65,7 @@ def legend_items(
     notes: dict[str, str],
     names: dict[str, str],
     figures: dict[str, tuple[str, str]] | None = None,
-    view: Sequence[Column] = LEGEND_VIEW,
+    bandwidth: bool = False,
 ) -> list[LegendItem]:
     """Legend tables per backend; ``figures`` maps a backend to (figure id, figure div)."""
     figures = figures or {}
@@ -74,7 +73,7 @@ def legend_items(
         LegendItem(
             title=names.get(b, b),
             note=notes.get(b, ""),
-            cells=to_cells(t, view),
+            cells=to_cells(t, legend_view(t, bandwidth)),
             figure_id=figures.get(b, ("", ""))[0],
             figure_div=Markup(figures.get(b, ("", ""))[1]),
         )

@@ -34,6 +34,28 @@ LEGEND_BANDWIDTH_VIEW = (
 )
 
 
+# Columns from the trace that the breakdown writes since issue 19 (launches and host time per op,
+# copies' memory kinds), shown after calls/iter where the per-op CSV has them.
+TRACE_VIEW = (
+    Column("launches_per_iter", "launches/iter", fmt_calls, True),
+    Column("cpu_ms_per_iter", "CPU ms/iter", fmt_ms, True),
+    Column("memory_kinds", "memory", shorten=NAME_CHARS),
+)
+
+
+def legend_view(table: pd.DataFrame, bandwidth: bool = False) -> tuple[Column, ...]:
+    """The legend's columns for ``table``: with GB/s and % of peak in a bandwidth view, and the
+    trace's columns where the per-op CSV had them (older CSVs: none, rather than a dash each)."""
+    view = LEGEND_BANDWIDTH_VIEW if bandwidth else LEGEND_VIEW
+    at = next(i for i, c in enumerate(view) if c.key == "calls_per_iter") + 1
+    held = tuple(c for c in TRACE_VIEW if c.key in table.columns and _holds_values(table[c.key]))
+    return (*view[:at], *held, *view[at:])
+
+
+def _holds_values(column: pd.Series) -> bool:
+    return bool(column.astype(str).str.len().gt(0).any()) if column.dtype == object else bool(column.notna().any())
+
+
 def config_legends(opcalls: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Backend -> legend table of one config, with the codes its sunburst uses."""
     codes = assign_letter_codes(opcalls)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from embprof.pages.cells import Column, as_number, fmt_ms, fmt_pct, fmt_text
+from embprof.pages.cells import Column, as_number, fmt_calls, fmt_ms, fmt_pct, fmt_text, fmt_us
 from embprof.plots.figures import base_layout, new_figure
 from embprof.results.busy import BusyTime
 
@@ -103,6 +103,28 @@ def budget_view(table: pd.DataFrame, cpu: bool, config: str = "name") -> tuple[C
         *((Column("not_busy_ms", "not busy ms", fmt_ms, True),) if not split.all() else ()),
         Column("overhead_pct", "profiler overhead", fmt_pct, True),
     )
+
+
+TOP_KERNELS_VIEW = (
+    Column("kernel", "kernel", fmt_text, shorten=38),
+    Column("ms_per_iter", "ms/iter", fmt_ms, True),
+    Column("pct_of_busy", "% of busy", fmt_pct, True),
+    Column("calls_per_iter", "calls/iter", fmt_calls, True),
+    Column("mean_us", "mean µs", fmt_us, True),
+)
+
+
+def top_kernels(busy: BusyTime | None) -> dict[str, pd.DataFrame]:
+    """Backend -> its costliest kernels as the breakdown wrote them (none in older sidecars), with
+    each one's share of the backend's busy time."""
+    if busy is None:
+        return {}
+    out = {}
+    for backend, rows in busy.top_kernels.items():
+        table = pd.DataFrame([vars(r) for r in rows], columns=["kernel", "ms_per_iter", "calls_per_iter", "mean_us"])
+        total = busy.ms_per_iter.get(backend, math.nan)
+        out[backend] = table.assign(pct_of_busy=100.0 * table["ms_per_iter"] / total if total > 0 else math.nan)
+    return out
 
 
 def budget_figure(table: pd.DataFrame, cpu: bool = False) -> go.Figure | None:

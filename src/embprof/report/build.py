@@ -25,13 +25,19 @@ from embprof.compare import Run, compare_runs, load_opcalls, load_run
 from embprof.compare.render import TEST_NOTE, config_cells, op_cells
 from embprof.pages.cells import Cells, to_cells
 from embprof.pages.html import LegendItem, legend_items, render
-from embprof.pages.legend import LEGEND_BANDWIDTH_VIEW, LEGEND_VIEW, busy_note, config_legends
+from embprof.pages.legend import busy_note, config_legends
 from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import BACKEND_NAMES, dom_id, figure_div
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
 from embprof.report import environment, markdown
-from embprof.report.budget import budget_figure, budget_view, step_budget
+from embprof.report.budget import (
+    TOP_KERNELS_VIEW,
+    budget_figure,
+    budget_view,
+    step_budget,
+    top_kernels,
+)
 from embprof.report.links import Link, config_links
 from embprof.report.names import distinct_names
 from embprof.report.phases import (
@@ -100,6 +106,7 @@ class _Section:
     links: list[Link] = field(default_factory=list)
     budget: Cells | None = None
     phases: _Phases | None = None
+    kernels: list[tuple[str, Cells]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -347,10 +354,8 @@ def _section(
     if not legends:
         message = "The breakdown attributed no time to this config (its per-op CSV has no rows)."
         return _Section(label, test_id, anchor, "", [], message, **around)
-    view = LEGEND_VIEW
     if bandwidth is not None:
         legends = {b: with_bandwidth(t, bandwidth, b) for b, t in legends.items()}
-        view = LEGEND_BANDWIDTH_VIEW
     codes = assign_letter_codes(frame)
     figures = {}
     for backend in legends:
@@ -368,11 +373,16 @@ def _section(
             {b: busy_note(busy, b) for b in legends},
             {b: f"{BACKEND_NAMES.get(b, b)} ({b})" for b in legends},
             figures,
-            view,
+            bandwidth=bandwidth is not None,
         ),
         message="",
         budget=context.budget if context.budget is not None and context.budget.rows else None,
         phases=_phases(label, frame, context.record),
+        kernels=[
+            (f"{BACKEND_NAMES.get(b, b)} ({b})", to_cells(t, TOP_KERNELS_VIEW))
+            for b, t in top_kernels(busy).items()
+            if not t.empty
+        ],
         **around,
     )
 
