@@ -281,6 +281,10 @@ def _bandwidth_context(
         if peak
         else "No peak was given: GB/s only."
     )
+    if peak and peak.copy_gbps:
+        kinds = ", ".join(f"{kind} {gbps:,.1f} GB/s" for kind, gbps in sorted(peak.copy_gbps.items()))
+        against += (f" Copies, whose bytes the trace counted, are rated against the peak of their kind"
+                    f" (bytes copied per second: {kinds}); memsets against the device's.")
     return {
         "id": "bandwidth-plot",
         "div": Markup(figure_div(fig, "bandwidth-plot")) if fig is not None else "",
