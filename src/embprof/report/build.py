@@ -188,7 +188,8 @@ def build_report(inputs: ReportInputs) -> Path:
     cpu_note = environment.CPU_STAND_IN_NOTE if cpu_stand_in else ""
     budget = step_budget(labels, by_label, busy, names)
     budget_fig = budget_figure(budget, cpu_stand_in)
-    head_table = headline(labels, by_label, failed_steps, names)
+    head_table = headline(labels, by_label, failed_steps)
+    head_table["name"] = [names[label] for label in head_table["label"]]
     head = to_cells(head_table, HEADLINE_VIEW)
     top = to_cells(top_ops(opcalls, names=names), TOP_OPS_VIEW)
     sections = [

@@ -27,7 +27,6 @@ def headline(
     labels: Sequence[str],
     records: Mapping[str, Mapping[str, Any]],
     failed: Mapping[str, str],
-    names: Mapping[str, str] | None = None,
 ) -> pd.DataFrame:
     """One row per config: dyn and trc train and eval ms (medians of the repeats) with their
     spreads, dyn/trc ratios, unique ids per iteration.
@@ -54,7 +53,6 @@ def headline(
         rows.append(
             {
                 "label": label,
-                "name": (names or {}).get(label, label),
                 "status": status,
                 **spreads,
                 "repeats": len(repeat_values(record, "dyn_train_ms")) or math.nan,
@@ -74,7 +72,6 @@ def headline(
 
 HEADLINE_COLUMNS = [
     "label",
-    "name",
     "status",
     "dyn_train_ms",
     "dyn_train_ms_spread",
@@ -139,6 +136,7 @@ def top_ops(
     return table.head(limit).reset_index(drop=True)[columns]
 
 
+# On the page a config is named by what sets it apart (``name``, added by the report), its label on hover.
 HEADLINE_VIEW = (
     Column("name", "config", hover="label"),
     Column("status", "status"),
