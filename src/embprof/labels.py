@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 MODES = ("gpu", "caching", "no_caching", "no_hbm")
-CONFIG_RANGE = re.compile(r"^T\d+_totalB")
+# ASCII digits: the breakdown matches the same pattern in Arrow (RE2), whose \d is ASCII only.
+CONFIG_RANGE = re.compile(r"^T[0-9]+_totalB")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]")
 _LABEL = re.compile(
     r"^T(?P<tables>\d+)_totalB(?P<total_batch>\d+)_D(?P<dim>\d+)_(?P<optimizer>[a-z0-9_]+?)"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from embprof.atomic import write_csv
 from embprof.errors import ContractError
@@ -19,9 +20,9 @@ TEXT_COLUMNS = ("backend", "phase", "parent_stages", "op", "kernel_names", "fall
 NUMBER_COLUMNS = ("calls_per_iter", "avg_ms_per_iter", "total_ms", "num_iters")
 
 
-def write_opcalls(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    """The contract's columns, in order, nothing else."""
-    write_csv(frame[list(COLUMNS)], path, float_format="%.9g")
+def write_opcalls(table: pd.DataFrame | Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    """The contract's columns, in order, nothing else (``table``: a DataFrame or columns by name)."""
+    write_csv(table, path, COLUMNS, float_format="%.9g")
 
 
 def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:

@@ -1,0 +1,54 @@
+"""What each range is in our layout (DESIGN.md, "Attribution rule"), decided per row in Arrow.
+
+Layout ``default``: config (``^T<digits>_totalB``), iteration
+(``nsys_iter_<digits>``), backend (``dyn``/``trc``), phase (``forward``/
+``backward``), op (``op:*``); anything else is a stage (``OTHER``). Layout
+``any``: every range is an op. The string tests run in Arrow's kernels over
+the whole column, so a trace whose per-launch ranges all have distinct names
+(PyTorch's ``..., seq = N``) costs no more than one with a handful.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from embprof.labels import CONFIG_RANGE
+
+from .arrow import int_array, string_array, to_bools, to_ints
+from .layouts import BACKENDS, PHASES
+
+ITERATION_RANGE = r"^nsys_iter_[0-9]+$"
+OTHER, CONFIG, ITERATION, BACKEND, PHASE, OP = range(6)
+_FIXED = string_array([*BACKENDS, *PHASES])
+# The classes that add their name to the stage path of what lies inside them.
+PATH_CLASSES = (OTHER, OP)
+
+
+def classify(names: pa.Array, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: its class (int8), and for backends and phases the value's index (else -1)."""
+    n = len(names)
+    val = np.full(n, -1, dtype=np.int8)
+    if layout != "default":
+        return np.full(n, OP, dtype=np.int8), val
+    cls = np.full(n, OTHER, dtype=np.int8)
+    _mark(cls, CONFIG, names, "T", CONFIG_RANGE.pattern)
+    _mark(cls, ITERATION, names, "nsys_iter_", ITERATION_RANGE)
+    _mark(cls, OP, names, "op:", None)
+    index = to_ints(pc.index_in(names, value_set=_FIXED), null=-1)
+    hit = np.flatnonzero(index >= 0)
+    if len(hit):
+        which = index[hit]
+        backend = which < len(BACKENDS)
+        cls[hit] = np.where(backend, BACKEND, PHASE)
+        val[hit] = np.where(backend, which, which - len(BACKENDS))
+    return cls, val
+
+
+def _mark(cls: np.ndarray, kind: int, names: pa.Array, prefix: str, pattern: str | None) -> None:
+    """Rows that start with ``prefix`` (and match ``pattern``, tested on those rows only) get ``kind``."""
+    rows = np.flatnonzero(to_bools(pc.starts_with(names, prefix)))
+    if pattern is not None and len(rows):
+        rows = rows[to_bools(pc.match_substring_regex(names.take(int_array(rows)), pattern))]
+    cls[rows] = kind
