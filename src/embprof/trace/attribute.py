@@ -18,10 +18,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .calls import CallStore
 from .errors import TraceError
 from .layouts import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
 from .model import KIND_KERNEL, TraceSource
-from .sweep import CallStore, Contexts, OutOfOrder, sweep
+from .sweep import Contexts, OutOfOrder, sweep
 from .workpass import WorkTotals, sum_work
 
 # Rows per chunk of a stream: memory is a few chunks, whatever the trace's length.

@@ -78,8 +78,12 @@ def enclosing(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     return parent
 
 
+def thread_first(thread: np.ndarray) -> np.ndarray:
+    """Per position of a sequence sorted by thread: the first position of its thread's block."""
+    return _thread_first(np.r_[True, thread[1:] != thread[:-1]]) if len(thread) else np.zeros(0, np.int64)
+
+
 def _thread_first(new_thread: np.ndarray) -> np.ndarray:
-    """Per position: the first position of its thread's block."""
     first = np.flatnonzero(new_thread)
     return np.repeat(first, np.diff(np.r_[first, len(new_thread)]))
 
@@ -128,15 +132,18 @@ def build_forest(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> Fore
                   start_key=sks, threads=threads, span=span, t0=t0)
 
 
-def innermost_of(thread: np.ndarray, start: np.ndarray, end: np.ndarray, member: np.ndarray) -> np.ndarray:
+def innermost_of(thread: np.ndarray, start: np.ndarray, end: np.ndarray, member: np.ndarray,
+                 thread_first: np.ndarray | None = None) -> np.ndarray:
     """Per range of a depth-first sequence: the innermost range at or above it (itself included) with
-    ``member`` true, else -1."""
+    ``member`` true, else -1. ``thread_first``: :func:`thread_first` of the sequence, where known."""
     n = len(start)
     idx = np.arange(n, dtype=np.int64)
     last = np.where(member, idx, -1)
     np.maximum.accumulate(last, out=last)
     if n:
-        last[last < _thread_first(np.r_[True, thread[1:] != thread[:-1]])] = -1  # another thread's
+        if thread_first is None:
+            thread_first = _thread_first(np.r_[True, thread[1:] != thread[:-1]])
+        last[last < thread_first] = -1  # another thread's
     closed = np.flatnonzero((last >= 0) & (end[np.maximum(last, 0)] <= start))
     if len(closed):
         # The last one started has closed: the answer is among its ancestors of the class.

@@ -28,10 +28,11 @@ import numpy as np
 import pyarrow as pa
 
 from .arrow import int_array, string_array
+from .calls import CallStore
 from .classify import BACKEND, CONFIG, ITERATION, OP, OTHER, PATH_CLASSES, PHASE, classify
-from .codes import KeyCodes, StringCodes, dedupe, dense_codes
+from .codes import KeyCodes, StringCodes, dedupe
 from .model import CallRows, RangeRows
-from .nesting import Forest, build_forest, innermost, innermost_of
+from .nesting import Forest, build_forest, innermost, innermost_of, thread_first
 
 # The per-range context: per class, the innermost range of it at or above (positions in the
 # round's forest); UP_BACKEND and UP_PHASE hold the backend's and the phase's value index.
@@ -79,27 +80,25 @@ class Contexts:
     _ctx: KeyCodes = field(default_factory=KeyCodes)
 
     def path_ids(self, parent: np.ndarray, name: np.ndarray) -> np.ndarray:
-        keys = (parent.astype(np.int64) << _PATH_SHIFT) | name
+        """Ids of the paths (parent path, then name), new ones added."""
+        n_names = len(self.names)
+        uniq, inverse = dedupe(parent * n_names + name, len(self.path_parent) * n_names)
+        u_parent, u_name = np.divmod(uniq, n_names)
         before = len(self._paths)
-        ids = self._paths.codes(keys) + 1
+        ids = self._paths.codes_of_distinct((u_parent << _PATH_SHIFT) | u_name) + 1
         for key in self._paths.keys[before:]:
             self.path_parent.append(key >> _PATH_SHIFT)
             self.path_name.append(key & ((1 << _PATH_SHIFT) - 1))
-        return ids
+        return ids[inverse]
 
-    def context_ids(self, label: np.ndarray, backend: np.ndarray, phase: np.ndarray,
-                    has_op: np.ndarray, path: np.ndarray) -> np.ndarray:
-        """Context ids of these tuples (backend and phase >= 0), new ones added."""
+    def context_ids(self, head: np.ndarray, path: np.ndarray) -> np.ndarray:
+        """Context ids of (head, path) pairs, new ones added; ``head`` packs label, backend,
+        phase and whether there is an op (:func:`pack_head`)."""
         n_paths = len(self.path_parent)
-        small = (((label * 2 + backend) * 2 + phase) * 2 + has_op) * n_paths + path
-        uniq, inverse = dedupe(small, max(len(self.labels), 1) * 8 * n_paths)
-        rest, u_path = np.divmod(uniq, n_paths)
-        rest, u_has_op = np.divmod(rest, 2)
-        rest, u_phase = np.divmod(rest, 2)
-        u_label, u_backend = np.divmod(rest, 2)
-        stable = ((((u_label * 2 + u_backend) * 2 + u_phase) * 2 + u_has_op) << _PATH_SHIFT) | u_path
+        uniq, inverse = dedupe(head * n_paths + path, max(len(self.labels), 1) * 8 * n_paths)
+        u_head, u_path = np.divmod(uniq, n_paths)
         before = len(self._ctx)
-        ids = self._ctx.codes_of_distinct(stable)
+        ids = self._ctx.codes_of_distinct((u_head << _PATH_SHIFT) | u_path)
         for key in self._ctx.keys[before:]:
             rest, p = divmod(key, 1 << _PATH_SHIFT)
             rest, h = divmod(rest, 2)
@@ -128,7 +127,7 @@ class _Carry:
     thread: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    names: pa.Array
+    names: list[pa.Array]  # the carried names, then the new chunk's (never copied into one)
     cls: np.ndarray
     val: np.ndarray
     path: np.ndarray  # -1: not resolved yet
@@ -138,7 +137,7 @@ class _Carry:
     @classmethod
     def empty(cls) -> _Carry:
         i64, i8 = np.zeros(0, np.int64), np.zeros(0, np.int8)
-        return cls(i64, i64, i64, string_array([]), i8, i8, i64, i64, np.zeros(0, bool))
+        return cls(i64, i64, i64, [string_array([])], i8, i8, i64, i64, np.zeros(0, bool))
 
     def extend(self, rows: RangeRows, layout: str, ctx: Contexts) -> _Carry:
         cls_, val = classify(rows.names, layout)
@@ -146,15 +145,34 @@ class _Carry:
         n = len(rows)
         return _Carry(
             thread=np.concatenate([self.thread, rows.thread]), start=np.concatenate([self.start, rows.start]),
-            end=np.concatenate([self.end, rows.end]), names=pa.concat_arrays([self.names, rows.names]),
+            end=np.concatenate([self.end, rows.end]), names=[*self.names, rows.names],
             cls=np.concatenate([self.cls, cls_]), val=np.concatenate([self.val, val]),
             path=np.concatenate([self.path, np.full(n, -1, np.int64)]),
             span=np.concatenate([self.span, np.full(n, -1, np.int64)]),
             final=np.concatenate([self.final, np.zeros(n, bool)]),
         )
 
+    def take_names(self, idx: np.ndarray) -> pa.Array:
+        """The names of rows ``idx`` (ascending), from the parts they lie in."""
+        parts, first = [], 0
+        for names in self.names:
+            lo, hi = np.searchsorted(idx, [first, first + len(names)])
+            if hi > lo:
+                parts.append(names.take(int_array(idx[lo:hi] - first)))
+            first += len(names)
+        if len(parts) == 1:
+            return parts[0]
+        return pa.concat_arrays(parts) if parts else string_array([])
+
+    def name_codes(self, idx: np.ndarray, codes: StringCodes) -> np.ndarray:
+        """The codes of the names of rows ``idx`` (any order) in ``codes``."""
+        order = np.argsort(idx, kind="stable")
+        out = np.empty(len(idx), np.int64)
+        out[order] = codes.codes(self.take_names(idx[order]))
+        return out
+
     def take(self, idx: np.ndarray) -> _Carry:
-        return _Carry(self.thread[idx], self.start[idx], self.end[idx], self.names.take(int_array(idx)),
+        return _Carry(self.thread[idx], self.start[idx], self.end[idx], [self.take_names(idx)],
                       self.cls[idx], self.val[idx], self.path[idx], self.span[idx], self.final[idx])
 
 
@@ -174,6 +192,7 @@ class _Round:
         self.label = np.full(n + 1, -1, np.int64)
         self.up = self._propagate(rows.val[order])
         self._finalize(frontier)
+        self._heads()
 
     def _propagate(self, val: np.ndarray) -> dict[int, np.ndarray]:
         """Per range (and n: no range), the innermost config, iteration, op, backend and phase range
@@ -193,11 +212,12 @@ class _Round:
         self.ctx_of[plain] = np.where(f.parent[plain] >= 0, f.parent[plain], n)
         up_classed = self.ctx_of[np.where(f.parent[classed] >= 0, f.parent[classed], n)]
         thread, start, end, inner_cls = f.thread[inner], f.start[inner], f.end[inner], cls[inner]
+        first = thread_first(thread)
         up: dict[int, np.ndarray] = {}
         for kind in _CLASS_COLUMNS:
             col = np.full(n + 1, -1, np.int64)
             if len(inner) and (inner_cls == kind).any():
-                found = innermost_of(thread, start, end, inner_cls == kind)
+                found = innermost_of(thread, start, end, inner_cls == kind, first)
                 col[inner] = np.where(found >= 0, inner[np.maximum(found, 0)], -1)
             if len(classed):
                 col[classed] = col[up_classed]
@@ -236,7 +256,7 @@ class _Round:
         """Label index of config ranges (sorted positions), from their names."""
         todo = self._distinct(config[self.label[config] < 0])
         if len(todo):
-            self.label[todo] = self.ctx.labels.codes(self.rows.names.take(int_array(self.forest.order[todo])))
+            self.label[todo] = self.rows.name_codes(self.forest.order[todo], self.ctx.labels)
         return self.label[config]
 
     def resolve_paths(self, positions: np.ndarray) -> np.ndarray:
@@ -255,7 +275,7 @@ class _Round:
             path[level[~grows]] = above[~grows]
             g = level[grows]
             if len(g):
-                names = self.ctx.names.codes(self.rows.names.take(int_array(self.forest.order[g])))
+                names = self.rows.name_codes(self.forest.order[g], self.ctx.names)
                 path[g] = self.ctx.path_ids(above[grows], names)
         if chain:  # remembered for the rounds that carry these ranges on
             done = np.concatenate(chain)
@@ -270,33 +290,46 @@ class _Round:
         mark[positions] = True
         return np.flatnonzero(mark)
 
-    def attribute(self, calls: CallRows) -> tuple[np.ndarray, np.ndarray]:
-        """Per call: its context id (-1 when not counted) and span id (-1 when none)."""
+    def _heads(self) -> None:
+        """Per range that has a context of its own (not a stage leaf; and n, no range): its packed
+        head (-1 when its work is not counted), its op (-1: none) and its span (-1: none)."""
         n, up = self.n, self.up
-        r = innermost(self.forest, calls.thread, calls.start)
-        r[r < 0] = n
-        rx = self.ctx_of[r]  # a stage leaf has its parent's context
-        ctx = np.full(len(r), -1, np.int64)
+        own = np.append(np.flatnonzero(self.ctx_of[:n] == np.arange(n)), n)
+        self.head = np.full(n + 1, -1, np.int64)
+        self.op = up[OP]
+        brange = up[BACKEND]
+        self.span_of = np.where(brange >= 0, self.span[brange], -1)
         if self.ctx.layout == "default":
-            cfg, it = up[CONFIG][rx], up[ITERATION][rx]
-            backend, phase = up[UP_BACKEND][rx], up[UP_PHASE][rx]
+            cfg, it = up[CONFIG][own], up[ITERATION][own]
+            backend, phase = up[UP_BACKEND][own], up[UP_PHASE][own]
             counted = (cfg >= 0) & (it >= 0) & (backend >= 0) & (phase >= 0)
             counted[counted] = up[CONFIG][it[counted]] == cfg[counted]
-            rc, rxc = r[counted], rx[counted]
-            label = self.labels_of(cfg[counted])
-            backend, phase = backend[counted], phase[counted]
+            own, cfg, backend, phase = own[counted], cfg[counted], backend[counted], phase[counted]
+            label = self.labels_of(cfg)
         else:
-            counted = np.ones(len(r), bool)
-            rc, rxc = r, rx
-            label = np.full(len(r), self.ctx.labels.code(ANY_LABEL), np.int64)  # the trace's one label
-            backend = phase = np.zeros(len(r), np.int64)
-        op = up[OP][rxc]
-        has_op = op >= 0
-        path = self.resolve_paths(np.where(has_op, op, rc))
-        ctx[counted] = self.ctx.context_ids(label, backend, phase, has_op.astype(np.int64), path)
-        brange = up[BACKEND][rx]
-        span = np.where(brange >= 0, self.span[brange], -1)
-        return ctx, span
+            label = np.full(len(own), self.ctx.labels.code(ANY_LABEL), np.int64)  # the trace's one label
+            backend = phase = np.zeros(len(own), np.int64)
+        self.head[own] = pack_head(label, backend, phase, (up[OP][own] >= 0).astype(np.int64))
+
+    def attribute(self, calls: CallRows) -> tuple[np.ndarray, np.ndarray]:
+        """Per call: its context id (-1 when not counted) and span id (-1 when none)."""
+        r = innermost(self.forest, calls.thread, calls.start)
+        r[r < 0] = self.n
+        rx = self.ctx_of[r]  # a stage leaf has its parent's context
+        head = self.head[rx]
+        counted = np.flatnonzero(head >= 0)
+        head = head[counted]
+        rxc = rx[counted]
+        has_op = (head & 1).astype(bool)
+        path = self.resolve_paths(np.where(has_op, self.op[rxc], r[counted]))
+        ctx = np.full(len(r), -1, np.int64)
+        ctx[counted] = self.ctx.context_ids(head, path)
+        return ctx, self.span_of[rx]
+
+
+def pack_head(label: np.ndarray, backend: np.ndarray, phase: np.ndarray, has_op: np.ndarray) -> np.ndarray:
+    """Label, backend, phase and op-or-not of a context in one int (backend and phase 0 or 1)."""
+    return ((label * 2 + backend) * 2 + phase) * 2 + has_op
 
 
 def sweep(ranges: Iterable[RangeRows], calls: Iterable[CallRows], layout: str,
@@ -391,66 +424,3 @@ class _Calls:
 
 def _take(rows: CallRows, idx: np.ndarray) -> CallRows:
     return CallRows(rows.process[idx], rows.corr[idx], rows.thread[idx], rows.start[idx])
-
-
-class CallStore:
-    """Context and span id of every runtime call, looked up by (process, correlation id).
-
-    Keys are packed as process code * 2**33 + correlation id (CUPTI's ids are
-    32-bit); where several calls share a key the first one read wins. Ids count
-    up from one per process, so where they are dense a table indexed by key
-    finds each call in one step; else a binary search does.
-    """
-
-    def __init__(self) -> None:
-        self._processes = KeyCodes()
-        self._parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.keys = np.zeros(0, np.int64)
-        self.ctx = np.zeros(0, np.int32)
-        self.span = np.zeros(0, np.int32)
-        self._slot: np.ndarray | None = None  # dense: index of the call with key first + i
-        self._first = 0
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    def _process_codes(self, process: np.ndarray, add: bool) -> np.ndarray:
-        codes, uniq = dense_codes(process)
-        if add:
-            return self._processes.codes_of_distinct(uniq)[codes]
-        return self._processes.known(uniq)[codes]
-
-    def add(self, calls: CallRows, ctx: np.ndarray, span: np.ndarray) -> None:
-        key = (self._process_codes(calls.process, add=True) << 33) + calls.corr
-        self._parts.append((key, ctx.astype(np.int32), span.astype(np.int32)))
-
-    def finish(self) -> None:
-        """Join what was added into one table sorted by key (calls arrive nearly in key order)."""
-        if not self._parts:
-            return
-        keys, ctx, span = (np.concatenate(c) for c in zip(*self._parts, strict=True))
-        self._parts.clear()
-        if len(keys) > 1 and not (keys[1:] >= keys[:-1]).all():
-            order = np.argsort(keys, kind="stable")
-            keys, ctx, span = keys[order], ctx[order], span[order]
-        self.keys, self.ctx, self.span = keys, ctx, span
-        width = int(keys[-1] - keys[0]) + 1
-        if width <= 2 * len(keys) and not (keys[1:] == keys[:-1]).any():
-            self._first = int(keys[0])
-            self._slot = np.full(width, -1, np.int64)
-            self._slot[keys - self._first] = np.arange(len(keys))
-
-    def lookup(self, process: np.ndarray, corr: np.ndarray) -> np.ndarray:
-        """Index of each work item's call, -1 when none (launched outside the capture, or no id)."""
-        if len(self.keys) == 0:
-            return np.full(len(corr), -1, np.int64)
-        pc = self._process_codes(process, add=False)
-        key = (pc << 33) + corr
-        if self._slot is not None:
-            at = key - self._first
-            inside = (at >= 0) & (at < len(self._slot)) & (corr >= 0) & (pc >= 0)
-            return np.where(inside, self._slot[np.where(inside, at, 0)], -1)
-        pos = np.searchsorted(self.keys, key)
-        np.minimum(pos, len(self.keys) - 1, out=pos)
-        hit = (self.keys[pos] == key) & (corr >= 0) & (pc >= 0)
-        return np.where(hit, pos, -1)

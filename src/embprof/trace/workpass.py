@@ -1,7 +1,7 @@
 """Work items joined to their calls' contexts and summed, a chunk at a time.
 
 Each kernel, copy or memset takes the context and span of the runtime call
-with its correlation id (:class:`~embprof.trace.sweep.CallStore`); counted
+with its correlation id (:class:`~embprof.trace.calls.CallStore`); counted
 work is summed per (context, kind, name) group; the device intervals of each
 (label, backend) are merged into their union as they arrive. The work tables
 are read side by side, the next chunk always from the table that is furthest
@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .calls import CallStore
 from .codes import KeyCodes, dedupe, dense_codes
 from .model import WorkRows
-from .sweep import INF, CallStore, Contexts, OutOfOrder, rechunk
+from .sweep import INF, Contexts, OutOfOrder, rechunk
 
 ROW_BITS = 40  # first-seen order: table rank, then row within the table
 _KINDS = 3
@@ -99,12 +100,11 @@ class _Sums:
         self.found = self.dropped = 0
 
     def add(self, w: WorkRows, store: CallStore, first_row: int, watermark: int) -> None:
-        at = store.lookup(w.process, w.corr)
-        found = np.flatnonzero(at >= 0)
-        self.dropped += len(at) - len(found)
+        known, ctx, span = store.lookup(w.process, w.corr)
+        found = np.flatnonzero(known)
+        self.dropped += len(known) - len(found)
         self.found += len(found)
-        at = at[found]
-        ctx, span = store.ctx[at].astype(np.int64), store.span[at]
+        ctx, span = ctx[found], span[found]
         end = w.end[found]
         spanned = span >= 0
         if spanned.any():
