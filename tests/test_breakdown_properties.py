@@ -40,7 +40,9 @@ def _layout_name(rng: np.random.Generator, depth: int, follow: float) -> str:
     return str(rng.choice([*STAGES, *OPS, *OPS, "internal"]))
 
 
-def build(path: Path, seed: int, n_threads: int, steps: int, follow: float) -> None:
+def build(path: Path, seed: int, n_threads: int, steps: int, follow: float, in_start_order: bool = False) -> None:
+    """A random export; ``in_start_order``: every table's rows sorted by start, as Nsight Systems
+    writes them (else thread after thread)."""
     rng = np.random.default_rng(seed)
     strings = {i + 1: k for i, k in enumerate(KERNELS)}
     nvtx, runtime, kernels, copies, sets = [], [], [], [], []
@@ -80,6 +82,10 @@ def build(path: Path, seed: int, n_threads: int, steps: int, follow: float) -> N
         while stack:
             t += 1
             nvtx[stack.pop()][1] = t
+
+    if in_start_order:
+        for rows in (nvtx, runtime, kernels, copies, sets):
+            rows.sort(key=lambda r: r[0])
 
     def cols(rows, names):
         return {n: [r[i] for r in rows] for i, n in enumerate(names)}

@@ -362,19 +362,29 @@ def sweep(ranges: Iterable[RangeRows], calls: Iterable[CallRows], layout: str,
 
 
 def rechunk(batches: Iterable, rows: int | None) -> Iterator:
-    """Batches joined into chunks of at least ``rows`` rows (None: one chunk of everything)."""
+    """Batches cut and joined into chunks of ``rows`` rows, the last one shorter (None: one chunk
+    of everything). A batch of exactly ``rows`` rows passes through without a copy."""
     buf: list = []
     have = 0
     for batch in batches:
-        if len(batch) == 0:
-            continue
-        buf.append(batch)
-        have += len(batch)
-        if rows is not None and have >= rows:
-            yield _concat(buf)
-            buf, have = [], 0
+        at = 0
+        while at < len(batch):
+            take = len(batch) - at if rows is None else min(len(batch) - at, rows - have)
+            buf.append(batch if take == len(batch) else _slice(batch, at, at + take))
+            have += take
+            at += take
+            if rows is not None and have == rows:
+                yield _concat(buf)
+                buf, have = [], 0
     if buf:
         yield _concat(buf)
+
+
+def _slice(rows, lo: int, hi: int):
+    return type(rows)(**{
+        name: (value.slice(lo, hi - lo) if isinstance(value, pa.Array) else value[lo:hi])
+        for name, value in ((n, getattr(rows, n)) for n in rows.__dataclass_fields__)
+    })
 
 
 def _concat(parts: list):

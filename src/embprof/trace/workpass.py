@@ -166,10 +166,10 @@ def _in_time_order(streams: Sequence[Iterable[WorkRows]], chunk_rows: int | None
         starts = [int(h.start.min()) if h is not None else INF for h in heads]
         k = int(np.argmin(starts))
         chunk = heads[k]
-        if starts[k] < swept:
-            raise OutOfOrder
         heads[k] = next(tables[k], None)
         watermark = min(int(h.start.min()) if h is not None else INF for h in heads)
+        if watermark < swept:  # a chunk starts before intervals already counted as final
+            raise OutOfOrder
         yield chunk, (k << ROW_BITS) + read[k], watermark
         read[k] += len(chunk)
         swept = watermark
