@@ -40,3 +40,29 @@ rule bandwidth:
     shell:
         "embprof bandwidth {input.opcalls} --record {input.record}"
         " --peak {input.peak} --out {output} > {log} 2>&1"
+
+
+rule bandwidth_plot:
+    # The chart of % of peak per config and op: drawn when the bandwidth CSVs change,
+    # not on every report run (the report copies its PNG).
+    localrule: True
+    input:
+        bandwidth=get_bandwidth_files,
+        configs=ancient(L.configs),
+        peak=L.peak,
+        plotly_js=L.plotly_js,
+    output:
+        png=L.bandwidth_png,
+        html=L.bandwidth_html,
+    params:
+        results_dir=L.root,
+        code=DIGEST["bandwidth_plot"],
+    log:
+        L.log("bandwidth_plot"),
+    benchmark:
+        L.benchmark("bandwidth_plot")
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "embprof bandwidth-plot --results-dir {params.results_dir} --png {output.png}"
+        " --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"

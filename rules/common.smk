@@ -5,6 +5,7 @@
 # this file, so the workflow runs from any working directory and as a Snakemake module;
 # what it writes goes to results/ under the working directory; the code the rules run is
 # the installed embprof package (the `embprof` command), found where Python imports it.
+import importlib.metadata
 import os
 import shlex
 from functools import lru_cache
@@ -24,7 +25,7 @@ from embprof.defaults import BANDWIDTH_TABLE, KERNEL_CATEGORIES, config_file
 from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
 from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
-from embprof.results.steps import read_status
+from embprof.results.steps import RUN_STEPS, read_statuses
 from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
@@ -73,10 +74,14 @@ CODE = {
     "latency_plot": [*_BASE, "cli/latency_plot.py", *_FIGURES],
     "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth"],
     "bandwidth": [*_BASE, "cli/bandwidth.py", "defaults.py", "bandwidth"],
+    "bandwidth_plot": [*_BASE, "cli/bandwidth_plot.py", *_FIGURES, "bandwidth"],
+    "plotly_js": ["cli/plotly_js.py", "plots/figures.py"],
     "peak_bandwidth": [*_BASE, "cli/peak_bandwidth.py", "bandwidth/peak.py"],
 }
 DIGEST = {step: code_digest(paths, root=PACKAGE) for step, paths in CODE.items()}
 DIGEST["measured"] = code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)
+# The figure pages load the plotly.js that plotly.py ships: a new plotly writes it again.
+PLOTLY_VERSION = importlib.metadata.version("plotly")
 # An overriding file re-runs its step as an edit of the code would.
 for _step, _file in (("breakdown", CATEGORIES), ("bandwidth", BANDWIDTH)):
     DIGEST[_step] = f"{DIGEST[_step]}-{code_digest([_file.name], root=_file.parent)}"
@@ -158,17 +163,24 @@ def get_breakdown_trace(wildcards):
     return L.trace(wildcards.label, PROFILER)
 
 
-def get_status(label):
-    """The config's status (read once its checkpoint has run)."""
-    return read_status(checkpoints.status.get(label=label).output[0])
+@lru_cache(maxsize=2)
+def _read_statuses(folder, mtime_ns):
+    return read_statuses(folder)
+
+
+def get_statuses():
+    """label -> status, every config's (read once the status checkpoint has run)."""
+    folder = checkpoints.status.get().output[0]
+    return _read_statuses(folder, os.stat(folder).st_mtime_ns)
 
 
 def get_timing_files(wildcards):
     return [L.timing(label) for label in get_labels()]
 
 
-def get_status_files(wildcards):
-    return [L.status(label) for label in get_labels()]
+def get_step_records(wildcards):
+    """The records the status checkpoint merges: every config's profile and timing step."""
+    return [L.step(step, label) for label in get_labels() for step in RUN_STEPS]
 
 
 def get_per_op_outputs(wildcards):
@@ -178,8 +190,9 @@ def get_per_op_outputs(wildcards):
     record (ids per iteration).
     """
     profiled, timed = [], []
+    statuses = get_statuses()
     for label in get_labels():
-        steps = get_status(label)["steps"]
+        steps = statuses[label]["steps"]
         if steps["profile"]["ok"]:
             profiled.append(label)
             if steps["timing"]["ok"]:
@@ -191,6 +204,10 @@ def get_per_op_outputs(wildcards):
     }
 
 
+def get_bandwidth_files(wildcards):
+    return get_per_op_outputs(wildcards)["bandwidth"]
+
+
 def get_measured_outputs(wildcards):
     """Everything measured on the benchmark's host, no figures: what `measure` leaves for
     `report` to draw elsewhere (a GPU host without a browser, then a workstation)."""
@@ -199,7 +216,7 @@ def get_measured_outputs(wildcards):
         "opcalls": per_op["opcalls"],
         "bandwidth": per_op["bandwidth"],
         "results": L.benchmark_results,
-        "status": get_status_files(wildcards),
+        "status": L.status_dir,
         "environment": L.environment,
         "peak": L.peak,
     }

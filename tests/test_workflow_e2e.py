@@ -24,7 +24,7 @@ WORKFLOW_PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", 
 TINY = REPO / ".test" / "config_tiny" / "config.yaml"
 CRASH_LABEL = "T2_totalB1024_D16_sgd_no_caching_pool=none_cap=4K"
 GOOD_LABELS = ("T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K", "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K")
-PER_CONFIG_RULES = {"profile", "export", "breakdown", "sunburst", "bandwidth", "timing", "status"}
+PER_CONFIG_RULES = {"profile", "export", "breakdown", "sunburst", "bandwidth", "timing"}
 # The executor plugin, installed apart from the venv (`make slurm`) so that only SLURM runs load it.
 SLURM_PLUGIN = Path(sys.prefix) / "slurm"
 _JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
@@ -173,7 +173,7 @@ def test_one_config_params_rerun_only_that_config_and_aggregates(
     assert {label for (rule, label) in jobs if rule in PER_CONFIG_RULES} == {changed}
     assert {rule for rule, _ in jobs} == {
         "profile", "breakdown", "sunburst", "bandwidth", "timing", "status",
-        "aggregate", "environment", "latency_plot", "report",
+        "aggregate", "environment", "latency_plot", "bandwidth_plot", "report",
     }
     [record] = json.loads((own / "results" / "timing" / f"{changed}.json").read_text())
     assert record["num_iterations"] == 3
@@ -226,7 +226,7 @@ def test_measured_results_without_traces_or_figures_are_drawn_without_measuring(
     assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "measure", "--configfile", str(config)))
     report = snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config))
     assert report.returncode == 0, report.stderr[-3000:]
-    assert {rule for rule, _ in planned_jobs(report.stdout)} == {"sunburst", "latency_plot", "report"}
+    assert {rule for rule, _ in planned_jobs(report.stdout)} == {"sunburst", "latency_plot", "bandwidth_plot", "report"}
 
 
 _LOCAL_RULES = """
@@ -275,7 +275,8 @@ def test_slurm_profile_gives_gpus_to_profile_and_timing_and_keeps_cheap_rules_lo
         [sys.executable, "-c", _LOCAL_RULES.format(config=str(config))],
         cwd=workdir, capture_output=True, text=True, check=True,
     ).stdout.split()
-    assert {"all", "collect", "status", "environment", "aggregate", "latency_plot", "report"} <= set(local)
+    assert {"all", "collect", "status", "environment", "aggregate", "plotly_js", "latency_plot", "bandwidth_plot",
+            "report"} <= set(local)
     assert not {"profile", "timing", "export", "breakdown", "sunburst"} & set(local)
 
 

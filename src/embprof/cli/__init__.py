@@ -19,8 +19,9 @@ from embprof.errors import EmbprofError
 
 # In the order the workflow runs them.
 COMMANDS = (
-    "collect", "profile", "export", "breakdown", "timing", "status", "aggregate", "sunburst",
-    "latency-plot", "peak-bandwidth", "bandwidth", "environment", "report", "checks", "ec-results",
+    "collect", "profile", "export", "breakdown", "timing", "status", "aggregate", "plotly-js", "sunburst",
+    "latency-plot", "peak-bandwidth", "bandwidth", "bandwidth-plot", "environment", "report", "checks",
+    "ec-results",
 )
 
 

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from embprof.atomic import atomic_path, write_text
-from embprof.bandwidth.view import pct_of_peak_figure, per_op_pct, with_bandwidth
+from embprof.bandwidth.view import bandwidth_figure, load_bandwidth, with_bandwidth
 from embprof.errors import ContractError
 from embprof.pages.cells import Cells, to_cells
 from embprof.pages.html import LegendItem, legend_items, render
@@ -31,13 +31,12 @@ from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
 from embprof.report import compare, environment, markdown
 from embprof.report.tables import HEADLINE_VIEW, TOP_OPS_VIEW, headline, top_ops
-from embprof.results.bandwidth import read_bandwidth_of
 from embprof.results.busy import BusyTime, read_busy
 from embprof.results.configs import read_configs
 from embprof.results.environment import read_environment
 from embprof.results.layout import SUNBURST_PNG_PREFIX, ResultsLayout
 from embprof.results.opcalls import read_opcalls
-from embprof.results.peak import Peak, read_peak
+from embprof.results.peak import Peak
 from embprof.results.records import read_results
 from embprof.results.steps import read_statuses
 
@@ -135,12 +134,8 @@ def build_report(inputs: ReportInputs) -> Path:
         lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"] and lab in labels
     }
     opcalls, busy = _load_opcalls(layout, labels)
-    bandwidth, peak = _load_bandwidth(layout, labels)
-    bandwidth_fig = (
-        pct_of_peak_figure(bandwidth, peak)
-        if bandwidth is not None and not per_op_pct(bandwidth).empty
-        else None
-    )
+    bandwidth, peak = load_bandwidth(layout, labels)
+    bandwidth_fig = bandwidth_figure(bandwidth, peak)
     previous = _load_previous(inputs.compare_to) if inputs.compare_to else None
 
     out = Path(inputs.out_dir)
@@ -149,7 +144,7 @@ def build_report(inputs: ReportInputs) -> Path:
     _write_pngs(
         figures_dir,
         {LATENCY_PNG: (lambda: latency, layout.latency_png)}
-        | ({BANDWIDTH_PNG: (lambda: bandwidth_fig, None)} if bandwidth_fig is not None else {})
+        | ({BANDWIDTH_PNG: (lambda: bandwidth_fig, layout.bandwidth_png)} if bandwidth_fig is not None else {})
         | {
             sunburst_png_name(label): (
                 partial(_config_sunburst, label, frame),
@@ -214,16 +209,6 @@ def build_report(inputs: ReportInputs) -> Path:
 def _config_sunburst(label: str, frame: pd.DataFrame) -> go.Figure:
     """The figure the sunburst step renders for a config (both backends side by side)."""
     return sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label))
-
-
-def _load_bandwidth(
-    layout: ResultsLayout, labels: list[str]
-) -> tuple[dict[str, pd.DataFrame] | None, Peak | None]:
-    """Per-config bandwidth CSVs and the device's peak, where the folder has them."""
-    peak = read_peak(layout.peak) if layout.peak.is_file() else None
-    if not layout.bandwidth_dir.is_dir():
-        return None, peak
-    return read_bandwidth_of(layout, labels), peak
 
 
 def _bandwidth_context(
