@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_breakdown_properties import CATS, build
+from test_breakdown_properties import CATS, TRACES, build
 from test_breakdown_reference import assert_matches, expected, raw_from_sqlite
 
 from embprof.trace import TraceError, run_breakdown
@@ -35,13 +35,7 @@ def _same(a: dict, b: dict) -> None:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    n_threads=st.integers(1, 4),
-    steps=st.integers(1, 80),
-    follow=st.sampled_from([0.7, 0.95, 1.0]),
-    in_start_order=st.booleans(),
-)
+@given(**TRACES, in_start_order=st.booleans())
 def test_chunked_reads_match_whole_tables_and_reference(tmp_path, seed, n_threads, steps, follow, in_start_order):
     path = tmp_path / f"rand{seed}.sqlite"
     build(path, seed, n_threads, steps, follow, in_start_order)

@@ -105,13 +105,17 @@ def build(path: Path, seed: int, n_threads: int, steps: int, follow: float, in_s
     write_export(path, strings, tables)
 
 
+# What `build` is asked for: the random traces of every test that breaks exports down.
+TRACES = {
+    "seed": st.integers(0, 2**32 - 1),
+    "n_threads": st.integers(1, 4),
+    "steps": st.integers(1, 80),
+    "follow": st.sampled_from([0.7, 0.95, 1.0]),
+}
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    n_threads=st.integers(1, 4),
-    steps=st.integers(1, 80),
-    follow=st.sampled_from([0.7, 0.95, 1.0]),
-)
+@given(**TRACES)
 def test_random_traces_match_reference(tmp_path, seed, n_threads, steps, follow):
     path = tmp_path / f"rand{seed}.sqlite"
     build(path, seed, n_threads, steps, follow)

@@ -9,7 +9,6 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from embprof.atomic import write_text
-from embprof.bandwidth.view import bandwidth_figure, load_bandwidth
 from embprof.pages.html import figure_page, legend_items
 from embprof.pages.legend import CPU_STAND_IN_NOTE, busy_note, config_legends
 from embprof.plots.export import PngJob, export_pngs
@@ -81,6 +80,8 @@ def write_bandwidth_plot(layout: ResultsLayout, png: Path, html: Path, shared_js
     Where no op has a bytes formula (or the folder has no bandwidth CSVs) the chart
     says so, and the report shows no bandwidth chart.
     """
+    from embprof.bandwidth.view import bandwidth_figure, load_bandwidth  # pandas: this step only
+
     labels = [c.label for c in read_configs(layout.configs)]
     bandwidth, peak = load_bandwidth(layout, labels)
     fig = bandwidth_figure(bandwidth, peak)

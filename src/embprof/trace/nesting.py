@@ -53,9 +53,13 @@ def enclosing(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     n = len(start)
     if n == 0:
         return np.zeros(0, np.int64)
-    new_thread = np.r_[True, thread[1:] != thread[:-1]]
+    one_thread = thread[0] == thread[-1]  # sorted by thread: all of one
+    new_thread = np.zeros(n, bool) if one_thread else np.r_[True, thread[1:] != thread[:-1]]
+    new_thread[0] = True
     leaf = np.ones(n, bool)
-    leaf[:-1] = new_thread[1:] | (start[1:] >= end[:-1])
+    leaf[:-1] = start[1:] >= end[:-1]
+    if not one_thread:
+        leaf[:-1] |= new_thread[1:]
     inner = np.flatnonzero(~leaf)
     if len(inner) > 0.75 * n:
         return _pointer_jumping(new_thread, start, end)
@@ -68,7 +72,8 @@ def enclosing(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     np.maximum.accumulate(before, out=before)
     leaves = np.flatnonzero(leaf)
     cand = np.r_[-1, before[:-1]][leaves]  # the last inner range started before each leaf
-    cand[cand < _thread_first(new_thread)[leaves]] = -1
+    if not one_thread:
+        cand[cand < _thread_first(new_thread)[leaves]] = -1
     closed = np.flatnonzero((cand >= 0) & (end[np.maximum(cand, 0)] <= start[leaves]))
     while len(closed):
         cand[closed] = parent[cand[closed]]
@@ -140,7 +145,7 @@ def innermost_of(thread: np.ndarray, start: np.ndarray, end: np.ndarray, member:
     idx = np.arange(n, dtype=np.int64)
     last = np.where(member, idx, -1)
     np.maximum.accumulate(last, out=last)
-    if n:
+    if n and thread[0] != thread[-1]:  # sorted by thread: more than one
         if thread_first is None:
             thread_first = _thread_first(np.r_[True, thread[1:] != thread[:-1]])
         last[last < thread_first] = -1  # another thread's
