@@ -132,7 +132,7 @@ class _Carry:
     val: np.ndarray
     path: np.ndarray  # -1: not resolved yet
     span: np.ndarray  # -1: not a span (or not final yet)
-    final: np.ndarray  # counted already (iterations, spans)
+    final: np.ndarray  # counted already (an iteration or a span; other ranges stay False)
 
     @classmethod
     def empty(cls) -> _Carry:
@@ -233,15 +233,16 @@ class _Round:
         """Count the iterations and number the spans of ranges that no later range can enclose."""
         if self.ctx.layout != "default":
             return
-        order, up = self.forest.order, self.up
-        fresh = ~self.rows.final[order] & (self.rows.start[order] < frontier)
-        self.rows.final[order[fresh]] = True
-        iters = np.flatnonzero(fresh & (self.cls[:-1] == ITERATION) & (up[CONFIG][:-1] >= 0))
+        order, up, cls = self.forest.order, self.up, self.cls[:-1]
+        counted = np.flatnonzero((cls == ITERATION) | (cls == BACKEND))  # the only ranges counted here
+        counted = counted[~self.rows.final[order[counted]] & (self.rows.start[order[counted]] < frontier)]
+        self.rows.final[order[counted]] = True
+        iters = counted[(cls[counted] == ITERATION) & (up[CONFIG][counted] >= 0)]
         if len(iters):
             labels = self.labels_of(up[CONFIG][iters])
             for lab, count in zip(*np.unique(labels, return_counts=True), strict=True):
                 self.ctx.iterations[int(lab)] = self.ctx.iterations.get(int(lab), 0) + int(count)
-        spans = np.flatnonzero(fresh & (self.cls[:-1] == BACKEND))
+        spans = counted[cls[counted] == BACKEND]
         cfg, it = up[CONFIG][spans], up[ITERATION][spans]
         ok = (cfg >= 0) & (it >= 0)
         ok[ok] = up[CONFIG][it[ok]] == cfg[ok]
