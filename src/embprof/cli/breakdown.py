@@ -13,6 +13,7 @@ directory has one, else the packaged default.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -31,7 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nsys", default=None, help="nsys binary for .nsys-rep input (default: $NSYS, then PATH)")
 
 
+def _one_blas_thread() -> None:
+    """The breakdown does no linear algebra: one BLAS thread keeps numpy's import from starting a
+    pool of them, whose start costs more CPU than attributing 100,000 kernels."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def run(args: argparse.Namespace) -> None:
+    _one_blas_thread()
     from embprof.defaults import KERNEL_CATEGORIES, config_file
     from embprof.trace import run_breakdown, write_outputs
 

@@ -1,8 +1,11 @@
-"""Arrow arrays to numpy and back through their buffers.
+"""Arrow arrays to numpy and back through their buffers, and the few Arrow kernels the breakdown calls.
 
 pyarrow's own conversions (``Array.to_numpy``, ``pa.array``) import pandas
 when it is installed, a third of a second of start-up that the breakdown
 never needs; reading the buffers directly is zero-copy and imports nothing.
+The kernels are called through ``pyarrow._compute.call_function``, the engine
+under ``pyarrow.compute``, whose import generates a wrapper for each of its
+hundreds of functions (and which ``Array.take`` and ``Array.cast`` import).
 Every array here is free of nulls (the readers make every value non-NULL).
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+from pyarrow import _compute
 
 _NUMPY = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
           pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
@@ -93,3 +97,40 @@ def string_array(texts: list[str]) -> pa.Array:
     offsets = np.zeros(len(data) + 1, np.int32)
     np.cumsum([len(d) for d in data], out=offsets[1:])
     return pa.Array.from_buffers(pa.string(), len(data), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))])
+
+
+def take(arr: pa.Array, idx: np.ndarray) -> pa.Array:
+    """The rows ``idx`` of ``arr``."""
+    return _compute.call_function("take", [arr, int_array(idx)])
+
+
+def starts_with(arr: pa.Array, prefix: str) -> np.ndarray:
+    return to_bools(_compute.call_function("starts_with", [arr], _compute.MatchSubstringOptions(prefix)))
+
+
+def matches(arr: pa.Array, pattern: str) -> np.ndarray:
+    """Rows that match the regular expression (RE2) ``pattern``."""
+    return to_bools(_compute.call_function("match_substring_regex", [arr], _compute.MatchSubstringOptions(pattern)))
+
+
+def index_in(arr: pa.Array, values: pa.Array) -> np.ndarray:
+    """Each row's index among ``values``, -1 where it is none of them."""
+    return to_ints(_compute.call_function("index_in", [arr], _compute.SetLookupOptions(values)), null=-1)
+
+
+def dictionary_encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """Each row's index into the distinct values (in order of first appearance), and those values."""
+    encoded = _compute.call_function("dictionary_encode", [arr])
+    if isinstance(encoded, pa.ChunkedArray):
+        encoded = encoded.combine_chunks()
+    return to_ints(encoded.indices), encoded.dictionary
+
+
+def cast(arr: pa.Array, to: pa.DataType) -> pa.Array:
+    return _compute.call_function("cast", [arr], _compute.CastOptions.safe(to))
+
+
+def ints_after(arr: pa.Array, skip: int) -> np.ndarray:
+    """The integers the strings spell after their first ``skip`` characters."""
+    tail = _compute.call_function("utf8_slice_codeunits", [arr], _compute.SliceOptions(skip))
+    return to_ints(cast(tail, pa.int64()))

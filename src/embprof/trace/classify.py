@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from embprof.labels import CONFIG_RANGE
 
-from .arrow import first_bytes, int_array, string_array, to_bools, to_ints
+from .arrow import first_bytes, index_in, matches, starts_with, string_array, take
 from .layouts import BACKENDS, PHASES
 
 ITERATION_RANGE = r"^nsys_iter_[0-9]+$"
@@ -45,12 +44,12 @@ def classify(names: pa.Array, layout: str) -> tuple[np.ndarray, np.ndarray]:
     maybe = np.flatnonzero(np.isin(first, _FIRST))
     if len(maybe) == 0:
         return cls, val
-    sub = names.take(int_array(maybe)) if len(maybe) < n else names
+    sub = take(names, maybe) if len(maybe) < n else names
     sub_cls, sub_val = cls[maybe], val[maybe]
     _mark(sub_cls, CONFIG, sub, "T", CONFIG_RANGE.pattern)
     _mark(sub_cls, ITERATION, sub, "nsys_iter_", ITERATION_RANGE)
     _mark(sub_cls, OP, sub, "op:", None)
-    index = to_ints(pc.index_in(sub, value_set=_FIXED), null=-1)
+    index = index_in(sub, _FIXED)
     hit = np.flatnonzero(index >= 0)
     if len(hit):
         which = index[hit]
@@ -63,7 +62,7 @@ def classify(names: pa.Array, layout: str) -> tuple[np.ndarray, np.ndarray]:
 
 def _mark(cls: np.ndarray, kind: int, names: pa.Array, prefix: str, pattern: str | None) -> None:
     """Rows that start with ``prefix`` (and match ``pattern``, tested on those rows only) get ``kind``."""
-    rows = np.flatnonzero(to_bools(pc.starts_with(names, prefix)))
+    rows = np.flatnonzero(starts_with(names, prefix))
     if pattern is not None and len(rows):
-        rows = rows[to_bools(pc.match_substring_regex(names.take(int_array(rows)), pattern))]
+        rows = rows[matches(take(names, rows), pattern)]
     cls[rows] = kind

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from .arrow import to_ints
+from .arrow import dictionary_encode
 
 _SAMPLE = 1024
 
@@ -109,9 +108,6 @@ class StringCodes:
         """The code of every string of an Arrow string array (hashed in Arrow; distinct ones here)."""
         if len(texts) == 0:
             return np.zeros(0, np.int64)
-        encoded = pc.dictionary_encode(texts)
-        if isinstance(encoded, pa.ChunkedArray):
-            encoded = encoded.combine_chunks()
-        lut = np.fromiter((self.code(s) for s in encoded.dictionary.to_pylist()), np.int64,
-                          count=len(encoded.dictionary))
-        return lut[to_ints(encoded.indices)]
+        indices, dictionary = dictionary_encode(texts)
+        lut = np.fromiter((self.code(s) for s in dictionary.to_pylist()), np.int64, count=len(dictionary))
+        return lut[indices]

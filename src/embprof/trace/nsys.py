@@ -20,11 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from embprof.atomic import atomic_path
 
-from .arrow import int_array, string_array, to_bools, to_ints
+from .arrow import cast, ints_after, starts_with, string_array, take
 from .columns import (
     BulkReader,
     DatabaseErrors,
@@ -131,13 +130,13 @@ class NsysSource:
         for batch in self._batches(self._ranges_sql):
             names = batch.column(3)
             if names.type != pa.string():
-                names = names.cast(pa.string())
-            by_id = np.flatnonzero(to_bools(pc.starts_with(names, STRING_REF)))
+                names = cast(names, pa.string())
+            by_id = np.flatnonzero(starts_with(names, STRING_REF))
             if len(by_id):
-                ids = to_ints(pc.cast(pc.utf8_slice_codeunits(names.take(int_array(by_id)), 1), pa.int64()))
+                ids = ints_after(take(names, by_id), len(STRING_REF))
                 at = np.arange(len(names), dtype=np.int64)
                 at[by_id] = len(names) + np.arange(len(by_id))
-                names = pa.concat_arrays([names, self._strings_of(ids)]).take(int_array(at))
+                names = take(pa.concat_arrays([names, self._strings_of(ids)]), at)
             yield RangeRows(thread=int_column(batch, 2), start=int_column(batch, 0), end=int_column(batch, 1),
                             names=names)
 
@@ -149,7 +148,7 @@ class NsysSource:
             found = read_strings_by_id(self._conn, np.array(missing, np.int64))
             self._strings.update((i, found.get(i, "")) for i in missing)
         values = string_array([self._strings[i] for i in uniq.tolist()])
-        return values.take(int_array(inverse))
+        return take(values, inverse)
 
     def calls(self) -> Iterator[CallRows]:
         for batch in self._batches(self._calls_sql):

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from .arrow import int_array, string_array
+from .arrow import string_array, take
 from .calls import CallStore
 from .classify import BACKEND, CONFIG, ITERATION, OP, OTHER, PATH_CLASSES, PHASE, classify
 from .codes import KeyCodes, StringCodes, dedupe
@@ -158,7 +158,7 @@ class _Carry:
         for names in self.names:
             lo, hi = np.searchsorted(idx, [first, first + len(names)])
             if hi > lo:
-                parts.append(names.take(int_array(idx[lo:hi] - first)))
+                parts.append(take(names, idx[lo:hi] - first))
             first += len(names)
         if len(parts) == 1:
             return parts[0]
