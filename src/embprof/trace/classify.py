@@ -30,10 +30,10 @@ PATH_CLASSES = (OTHER, OP)
 def classify(names: pa.Array, layout: str) -> tuple[np.ndarray, np.ndarray]:
     """Per row: its class (int8), and for backends and phases the value's index (else -1).
 
-    Every name of a class starts with one of a few letters (``T``, ``n``, ``o``,
-    ``d``/``t``, ``f``/``b``): the first byte of each name, read from the string
-    array's buffers, picks the few rows that need a string test; in most traces
-    nearly every name starts otherwise (``aten::``, ``launch``, stage names).
+    Every name of a class starts with one of a few letters: the first byte of
+    each name, read from the string array's buffers, sends each test to the few
+    rows that could pass it; in most traces nearly every name starts otherwise
+    (``aten::``, ``launch``, stage names), and most chunks hold no config range.
     """
     n = len(names)
     val = np.full(n, -1, dtype=np.int8)
@@ -41,28 +41,34 @@ def classify(names: pa.Array, layout: str) -> tuple[np.ndarray, np.ndarray]:
         return np.full(n, OP, dtype=np.int8), val
     cls = np.full(n, OTHER, dtype=np.int8)
     first = first_bytes(names)
-    maybe = np.flatnonzero(np.isin(first, _FIRST))
-    if len(maybe) == 0:
-        return cls, val
-    sub = take(names, maybe) if len(maybe) < n else names
-    sub_cls, sub_val = cls[maybe], val[maybe]
-    _mark(sub_cls, CONFIG, sub, "T", CONFIG_RANGE.pattern)
-    _mark(sub_cls, ITERATION, sub, "nsys_iter_", ITERATION_RANGE)
-    _mark(sub_cls, OP, sub, "op:", None)
-    index = index_in(sub, _FIXED)
-    hit = np.flatnonzero(index >= 0)
-    if len(hit):
-        which = index[hit]
-        backend = which < len(BACKENDS)
-        sub_cls[hit] = np.where(backend, BACKEND, PHASE)
-        sub_val[hit] = np.where(backend, which, which - len(BACKENDS))
-    cls[maybe], val[maybe] = sub_cls, sub_val
+    for kind, letters, prefix, pattern in _TESTS:
+        rows = np.flatnonzero(np.isin(first, letters)) if len(letters) > 1 else np.flatnonzero(first == letters[0])
+        if len(rows) == 0:
+            continue
+        sub = take(names, rows)
+        if kind == BACKEND:  # backends and phases: the names themselves
+            which = index_in(sub, _FIXED)
+            hit = which >= 0
+            rows, which = rows[hit], which[hit]
+            backend = which < len(BACKENDS)
+            cls[rows] = np.where(backend, BACKEND, PHASE)
+            val[rows] = np.where(backend, which, which - len(BACKENDS))
+            continue
+        hit = starts_with(sub, prefix)
+        if pattern is not None and hit.any():
+            hit[hit] = matches(take(sub, np.flatnonzero(hit)), pattern)
+        cls[rows[hit]] = kind
     return cls, val
 
 
-def _mark(cls: np.ndarray, kind: int, names: pa.Array, prefix: str, pattern: str | None) -> None:
-    """Rows that start with ``prefix`` (and match ``pattern``, tested on those rows only) get ``kind``."""
-    rows = np.flatnonzero(starts_with(names, prefix))
-    if pattern is not None and len(rows):
-        rows = rows[matches(take(names, rows), pattern)]
-    cls[rows] = kind
+def _letters(*names: str) -> np.ndarray:
+    return np.unique(np.frombuffer("".join(n[0] for n in names).encode(), np.uint8))
+
+
+# (class, first letters of its names, prefix, pattern): the tests, each on the rows it could pass.
+_TESTS = (
+    (CONFIG, _letters("T"), "T", CONFIG_RANGE.pattern),
+    (ITERATION, _letters("n"), "nsys_iter_", ITERATION_RANGE),
+    (OP, _letters("o"), "op:", None),
+    (BACKEND, _letters(*BACKENDS, *PHASES), None, None),
+)

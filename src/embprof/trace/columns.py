@@ -13,9 +13,11 @@ inference can go wrong.
 
 from __future__ import annotations
 
+import queue
 import sqlite3
+import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +93,54 @@ class BulkReader:
             if handle is not None:
                 handle.close()
         self._conn = self._db = self._sqlite = None
+
+
+class _Raised:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def read_ahead(produce: Callable[[], Iterator], depth: int = 2) -> Iterator:
+    """The items ``produce()`` yields, made by a thread of their own up to ``depth`` ahead.
+
+    The driver decodes rows in C without the GIL, so on two cores the next batch
+    is read while this thread attributes the last one. An exception in the
+    producer is raised here; closing this generator stops the producer (which
+    then closes what it opened) and waits for it.
+    """
+    ready: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run() -> None:
+        try:
+            for item in produce():
+                if not put(item):
+                    return
+        except BaseException as exc:  # handed to the consumer, which raises it
+            put(_Raised(exc))
+            return
+        put(end)
+
+    worker = threading.Thread(target=run, name="embprof-read-ahead", daemon=True)
+    worker.start()
+    try:
+        while (item := ready.get()) is not end:
+            if isinstance(item, _Raised):
+                raise item.exc
+            yield item
+    finally:
+        stop.set()
+        worker.join()
 
 
 def int_column(batch: pa.RecordBatch, i: int) -> np.ndarray:

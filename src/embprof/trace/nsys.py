@@ -29,6 +29,7 @@ from .columns import (
     DatabaseErrors,
     column_names,
     int_column,
+    read_ahead,
     read_only_uri,
     read_strings_by_id,
     table_names,
@@ -73,7 +74,6 @@ class NsysSource:
             self._conn = sqlite3.connect(read_only_uri(path), uri=True)
         except DatabaseErrors as exc:
             raise TraceError(path, f"cannot open as SQLite: {exc}") from None
-        self._bulk: list[BulkReader] = []
         try:
             self._queries()
         except DatabaseErrors as exc:
@@ -113,18 +113,19 @@ class NsysSource:
             self._work_sql.append((f"SELECT {select} FROM {table}", kind))
 
     def _batches(self, sql: str) -> Iterator[pa.RecordBatch]:
-        """One SELECT's batches; unreadable pages (a truncated file) become one-line errors."""
-        bulk = None
+        """One SELECT's batches, read a little ahead by a thread of its own; unreadable pages (a
+        truncated file) become one-line errors."""
         try:
-            bulk = BulkReader(self._file, use_adbc=self._use_adbc)
-            self._bulk.append(bulk)
-            yield from bulk.batches(sql)
+            yield from read_ahead(lambda: self._read(sql))
         except DatabaseErrors as exc:
             raise _unreadable(self.path, exc) from None
+
+    def _read(self, sql: str) -> Iterator[pa.RecordBatch]:
+        bulk = BulkReader(self._file, use_adbc=self._use_adbc)
+        try:
+            yield from bulk.batches(sql)
         finally:
-            if bulk is not None:
-                bulk.close()
-                self._bulk.remove(bulk)
+            bulk.close()
 
     def ranges(self) -> Iterator[RangeRows]:
         for batch in self._batches(self._ranges_sql):
@@ -174,8 +175,6 @@ class NsysSource:
         return [MEMSET_NAME] * len(ids)
 
     def close(self) -> None:
-        for bulk in list(self._bulk):
-            bulk.close()
         self._conn.close()
 
 

@@ -38,10 +38,8 @@ class _Busy:
         if len(key) == 0:
             return
         codes, keys = dense_codes(key)
-        by_key = np.argsort(codes, kind="stable") if len(keys) > 1 else None
-        cuts = np.searchsorted(codes[by_key], np.arange(len(keys) + 1)) if by_key is not None else [0, len(key)]
-        for k, value in enumerate(keys.tolist()):
-            part = by_key[cuts[k]:cuts[k + 1]] if by_key is not None else slice(None)
+        for k, value in enumerate(keys.tolist()):  # a few: labels x backends
+            part = np.flatnonzero(codes == k) if len(keys) > 1 else slice(None)
             self._merge(value, start[part], end[part], watermark)
 
     def _merge(self, key: int, start: np.ndarray, end: np.ndarray, watermark: int) -> None:
@@ -123,9 +121,10 @@ class _Sums:
         self._grow(len(self.groups))
         self.calls[gids] += np.bincount(inverse, minlength=len(uniq))
         self.total[gids] += np.bincount(inverse, weights=end - start, minlength=len(uniq))
-        first = np.full(len(uniq), INF, np.int64)
-        np.minimum.at(first, inverse, rows + first_row)
-        self.first[gids] = np.minimum(self.first[gids], first)
+        if (self.first[gids] > first_row).any():  # a group not yet seen before this chunk's rows
+            first = np.full(len(uniq), INF, np.int64)
+            np.minimum.at(first, inverse, rows + first_row)
+            self.first[gids] = np.minimum(self.first[gids], first)
         self.busy.add(self.ctx_lb[ctx], start, end, watermark)
 
     def _grow(self, n: int) -> None:
