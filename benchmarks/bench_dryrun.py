@@ -8,7 +8,11 @@ the sizes interleaved round by round so that all see the same load. Prints wall
 and CPU seconds (user + sys of the Snakemake process and its children), min and
 median, per size, against the targets, and how the time grows with the configs.
 
-    python benchmarks/bench_dryrun.py [--configs 10,40,80,160,1000] [--repeats 3]
+    python benchmarks/bench_dryrun.py [--configs 10,40,80,160,1000] [--repeats 3] [--json OUT]
+
+The folder holds the files of this workflow and of the one before issue 18 (a
+status checkpoint per config), so the script also times an older checkout: copy
+it there and run it with that checkout's venv.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ def fill_results(root: Path, names: list[str]) -> None:
         layers[1] |= {L.trace(c.label, "torch"): "", L.timing(c.label): "[]",
                       L.benchmark("profile", c.label): "", L.benchmark("timing", c.label): ""}
         layers[2] |= {L.status(c.label): json.dumps(merge_status(c.label, c.test_id, records)),
+                      L.benchmark("status", c.label): "",  # where status was a checkpoint per config
                       L.opcalls(c.label): "", L.busy(c.label): "", L.benchmark("breakdown", c.label): ""}
         layers[4] |= {L.sunburst_png(c.label): "", L.sunburst_html(c.label): "", L.bandwidth(c.label): "",
                       L.benchmark("sunburst", c.label): "", L.benchmark("bandwidth", c.label): ""}
@@ -68,7 +73,11 @@ def fill_results(root: Path, names: list[str]) -> None:
                   L.status_dir / ".snakemake_timestamp": "", L.benchmark("status"): ""}
     layers[3] |= {L.environment: "{}", L.peak: "{}",
                   L.benchmark("environment"): "", L.benchmark("peak_bandwidth"): ""}
-    layers[4] |= {L.latency_png: "", L.latency_html: "", L.benchmark("latency_plot"): ""}
+    # Files of steps added in issue 18, named as its layout names them (an older layout lacks them).
+    plots = L.latency_png.parent
+    layers[3] |= {L.root / "plotly.min.js": "", L.benchmark("plotly_js"): ""}
+    layers[4] |= {L.latency_png: "", L.latency_html: "", L.benchmark("latency_plot"): "",
+                  plots / "bandwidth.png": "", plots / "bandwidth.html": "", L.benchmark("bandwidth_plot"): ""}
     layers[5] |= {L.report_html: "", L.report_summary: "", L.benchmark("report"): ""}
     write_configs(L.configs, configs)
     stamp = time.time() - 100

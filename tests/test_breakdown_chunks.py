@@ -9,6 +9,8 @@ against brute force on their own.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -63,12 +65,14 @@ def test_a_trace_in_start_order_is_swept_once_and_one_out_of_order_twice(tmp_pat
         return real(*args, **kwargs)
 
     monkeypatch.setattr("embprof.trace.attribute.sweep", counting)
+    threads = threading.active_count()
     for in_order, swept in ((True, [2]), (False, [2, None])):
         path = tmp_path / f"t{in_order}.sqlite"
         build(path, 7, n_threads=3, steps=200, follow=1.0, in_start_order=in_order)
         calls.clear()
         run_breakdown([path], layout="any", chunk_rows=2)
         assert calls == swept
+        assert threading.active_count() == threads  # the streams abandoned half-way stopped their readers
 
 
 def _nested(rng: np.random.Generator, n_threads: int, n: int) -> tuple[np.ndarray, ...]:

@@ -30,7 +30,7 @@ import pyarrow as pa
 from .arrow import string_array, take
 from .calls import CallStore
 from .classify import BACKEND, CONFIG, ITERATION, OP, OTHER, PATH_CLASSES, PHASE, classify
-from .codes import KeyCodes, StringCodes, dedupe
+from .codes import KeyCodes, StringCodes, dedupe, dense_codes
 from .model import CallRows, RangeRows
 from .nesting import Forest, build_forest, innermost, innermost_of, thread_first
 
@@ -134,6 +134,9 @@ class _Carry:
     span: np.ndarray  # -1: not a span (or not final yet)
     final: np.ndarray  # counted already (an iteration or a span; other ranges stay False)
 
+    def __len__(self) -> int:
+        return len(self.start)
+
     @classmethod
     def empty(cls) -> _Carry:
         i64, i8 = np.zeros(0, np.int64), np.zeros(0, np.int8)
@@ -170,6 +173,12 @@ class _Carry:
         out = np.empty(len(idx), np.int64)
         out[order] = codes.codes(self.take_names(idx[order]))
         return out
+
+    def join(self, other: _Carry) -> _Carry:
+        """These ranges, then ``other``'s (of other threads: the order between threads does not matter)."""
+        return _Carry(*(np.concatenate([getattr(self, f), getattr(other, f)]) for f in ("thread", "start", "end")),
+                      [*self.names, *other.names],
+                      *(np.concatenate([getattr(self, f), getattr(other, f)]) for f in ("cls", "val", "path", "span", "final")))
 
     def take(self, idx: np.ndarray) -> _Carry:
         return _Carry(self.thread[idx], self.start[idx], self.end[idx], [self.take_names(idx)],
@@ -350,16 +359,41 @@ def sweep(ranges: Iterable[RangeRows], calls: Iterable[CallRows], layout: str,
         if len(chunk) and int(chunk.start.min()) < last_start:
             raise OutOfOrder
         last_start = max(last_start, int(chunk.start.max()) if len(chunk) else last_start)
-        rnd = _Round(carry.extend(chunk, layout, ctx), ctx, frontier)
+        rows, idle = _split_idle(carry.extend(chunk, layout, ctx), layout)
+        rnd = _Round(rows, ctx, frontier)
         for part in pending.before(frontier, swept):
             store.add(part, *rnd.attribute(part))
-        keep = np.flatnonzero((rnd.rows.end > frontier) & (rnd.rows.end > rnd.rows.start))
-        carry = rnd.rows.take(keep)
+        carry = _still_open(rnd.rows, frontier)
+        if idle is not None:  # an open one may yet hold a config range
+            carry = carry.join(_still_open(idle, frontier))
         swept = frontier
     rnd = _Round(carry, ctx, INF)
     for part in pending.before(INF, swept):
         store.add(part, *rnd.attribute(part))
     return ctx
+
+
+def _split_idle(rows: _Carry, layout: str) -> tuple[_Carry, _Carry | None]:
+    """The ranges of threads that hold a config range, and the others (None: there are none).
+
+    In our layout nothing is counted outside a config range, so the ranges of
+    a thread without one this round (a data loader's, a communication
+    thread's, the autograd engine's) need no forest: calls there are not
+    counted whatever range holds them.
+    """
+    if layout != "default" or len(rows) == 0:
+        return rows, None
+    with_config = np.unique(rows.thread[rows.cls == CONFIG])
+    codes, threads = dense_codes(rows.thread)
+    busy = np.isin(threads, with_config)[codes]
+    if busy.all():
+        return rows, None
+    return rows.take(np.flatnonzero(busy)), rows.take(np.flatnonzero(~busy))
+
+
+def _still_open(rows: _Carry, frontier: int) -> _Carry:
+    """The ranges that may hold a call or a range yet to come."""
+    return rows.take(np.flatnonzero((rows.end > frontier) & (rows.end > rows.start)))
 
 
 def rechunk(batches: Iterable, rows: int | None) -> Iterator:
