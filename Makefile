@@ -12,7 +12,7 @@ SLURM_DIR := $(VENV)/slurm
 SLURM_STAMP := $(SLURM_DIR)/.installed
 CORES ?= 1
 
-.PHONY: report test lint lock slurm system-deps clean-results
+.PHONY: report unlock test lint lock slurm system-deps clean-results
 
 # The venv is rebuilt when the pins change: the runtime and the benchmark's (CPU) locks.
 $(STAMP): requirements.txt requirements-bench.txt requirements-nodeps.txt pyproject.toml
@@ -40,8 +40,14 @@ slurm: $(SLURM_STAMP)
 system-deps:
 	@bash .ci/system-deps.sh
 
+# A run killed hard leaves Snakemake's lock behind: removed first when no snakemake runs here.
 report: $(STAMP) system-deps
+	$(BIN)/embprof unlock
 	$(BIN)/snakemake --cores $(CORES) report
+
+# Recovery after a hard kill, by hand (docs/troubleshooting.md).
+unlock: $(STAMP)
+	$(BIN)/embprof unlock
 
 test: $(DEV_STAMP) $(SLURM_STAMP) system-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -46,8 +46,8 @@ def run_config(cfg: BenchmarkConfig, opts: RunOptions, request: pytest.FixtureRe
 
 
 def summary_line(record: dict) -> str:
-    """dyn and trc side by side, with the trc/dyn ratio (above 1: dyn is faster)."""
-    parts = [record["label"]]
+    """dyn and trc side by side (medians of the repeats), with the trc/dyn ratio (above 1: dyn is faster)."""
+    parts = [f"{record['label']} (median of {record['repeats']} repeats)"]
     for phase in ("forward", "backward", "train", "eval"):
         dyn, trc = record[f"dyn_{phase}_ms"], record[f"trc_{phase}_ms"]
         if trc is None:

@@ -48,6 +48,10 @@ class Preset:
     cache_footprint_ratios: tuple[float, ...] = (0.8, 1.0)
     poolings: tuple[str, ...] = ("none",)
     seed: int = 42
+    # Timed passes over the batches per config (--repeats). Five is the fewest whose Mann-Whitney
+    # test can call a difference at alpha 0.05; ten also span the drift between two runs of a
+    # shared 2-core CPU (benchmarks/README.md, "Comparisons"), and cost the smoke suite a second.
+    repeats: int = 5
 
 
 PRESETS = {
@@ -70,6 +74,7 @@ PRESETS = {
         total_cap_hbm=2 * KIB_ROWS,
         total_cap=8 * KIB_ROWS,
         num_iterations=8,
+        repeats=10,
     ),
 }
 
@@ -220,6 +225,63 @@ def suite_configs(
     ]
 
 
+def preset_labels(preset: str, total_cap: int | None = None) -> list[str]:
+    """Every config label of the suites at ``preset``: what collection lists, known without pytest.
+
+    ``ValueError`` for a ``total_cap`` the preset's tables cannot share.
+    """
+    return [c.label for suite in SUITES for c in suite_configs(suite, PRESETS[preset], total_cap=total_cap)]
+
+
+def select_problem(select: str) -> str | None:
+    """Why ``select`` is no pytest ``-k`` expression (pytest's own parser says), or ``None``;
+    also ``None`` where pytest is not installed (an analysis-only host collects nothing)."""
+    try:
+        from _pytest.mark.expression import Expression
+    except ImportError:
+        return None
+    try:
+        Expression.compile(select)
+    except SyntaxError as exc:
+        hint = " (-k cannot hold '='; `labels:` takes label parts with '=')" if "=" in select else ""
+        return f"{select!r} is not a pytest -k expression: at column {exc.offset}: {exc.msg}{hint}"
+    return None
+
+
+# Every iteration's ids exist before the run (datagen): an int64 id per value, an int64 offset per sample.
+ID_BYTES = OFFSET_BYTES = 8
+
+
+def input_bytes(preset: str, num_iterations: int) -> int:
+    """Bytes the pre-generated ids and offsets of ``num_iterations`` hold at the least (the
+    generation's temporaries come on top)."""
+    p = PRESETS[preset]
+    ids_per_sample = max((1 + p.max_hotness) / 2 if pool != "none" else 1 for pool in p.poolings)
+    return math.ceil(num_iterations * p.total_batch * (ids_per_sample * ID_BYTES + OFFSET_BYTES))
+
+
+def _size(nbytes: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if nbytes < 1024:
+            return f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.3g} EiB"
+
+
+def inputs_problem(preset: str, num_iterations: int, memory: int | None) -> str | None:
+    """Why ``num_iterations`` cannot run in ``memory`` bytes (its inputs alone exceed it), or ``None``."""
+    need = input_bytes(preset, num_iterations)
+    if memory is None or need <= memory:
+        return None
+    return (f"{num_iterations} iterations of the {preset} preset need at least {_size(need)} for "
+            f"their ids, made before the run starts; this host has {_size(memory)}")
+
+
+# Torch's threads on the CPU: one, as torch.utils.benchmark times by default. A shared machine
+# then slows a run by its share of a core instead of stalling a thread pool at every barrier.
+DEFAULT_CPU_THREADS = 1
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """What the command line asks of one run (beyond the config itself)."""
@@ -228,3 +290,6 @@ class RunOptions:
     correctness: bool = False
     no_torchrec: bool = False
     trace_dir: Path | None = None
+    repeats: int = Preset.repeats  # conftest passes the preset's own
+    cpu_threads: int = DEFAULT_CPU_THREADS
+    checkout: Path = Path(".")  # where the suite lives: its git commit is the record's

@@ -7,7 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from .configs import DISTRIBUTIONS, PRESETS, SUITES, BenchmarkConfig, RunOptions, suite_configs
+from embprof.workflow.environment import host_memory_bytes
+
+from .configs import (
+    DEFAULT_CPU_THREADS,
+    DISTRIBUTIONS,
+    PRESETS,
+    SUITES,
+    BenchmarkConfig,
+    RunOptions,
+    inputs_problem,
+    suite_configs,
+)
 from .ncu import parse_iterations
 
 PROFILE_MODES = ("torch", "nsys", "ncu-gen", "ncu")
@@ -36,6 +47,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="tables per config; total capacity and total batch stay fixed",
     )
     group.addoption("--num-iterations", type=int, default=None, help="iterations (sampled batches) per config")
+    group.addoption(
+        "--repeats",
+        type=int,
+        default=None,
+        help="timed passes over the batches per config, after one warm-up; the record keeps each "
+        "(default: the preset's, smoke 10, seed 5)",
+    )
+    group.addoption(
+        "--cpu-threads",
+        type=int,
+        default=DEFAULT_CPU_THREADS,
+        help=f"torch threads when the benchmark runs on the CPU (default {DEFAULT_CPU_THREADS})",
+    )
     group.addoption(
         "--total-cap",
         type=int,
@@ -79,10 +103,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Reject contradictory options up front with a one-line error (pytest exits 4)."""
     profile = config.getoption("--profile")
-    if config.getoption("--num-iterations") is not None and config.getoption("--num-iterations") < 1:
+    iterations = config.getoption("--num-iterations")
+    if iterations is not None and iterations < 1:
         raise pytest.UsageError("--num-iterations must be at least 1")
+    if iterations is not None and (problem := inputs_problem(preset_name(config), iterations, host_memory_bytes())):
+        raise pytest.UsageError(f"--num-iterations: {problem}")
     if config.getoption("--num-tables") is not None and config.getoption("--num-tables") < 1:
         raise pytest.UsageError("--num-tables must be at least 1")
+    for option in ("--repeats", "--cpu-threads"):
+        if config.getoption(option) is not None and config.getoption(option) < 1:
+            raise pytest.UsageError(f"{option} must be at least 1")
     alpha = config.getoption("--alpha")
     if alpha is not None and alpha <= 0:
         raise pytest.UsageError("--alpha must be positive")
@@ -168,6 +198,9 @@ def run_options(request: pytest.FixtureRequest) -> RunOptions:
         correctness=config.getoption("--correctness"),
         no_torchrec=config.getoption("--no-torchrec"),
         trace_dir=Path(trace_dir) if trace_dir else None,
+        repeats=config.getoption("--repeats") or PRESETS[preset_name(config)].repeats,
+        cpu_threads=config.getoption("--cpu-threads"),
+        checkout=config.rootpath,
     )
 
 

@@ -1,9 +1,10 @@
 """Running one config: warm-up, the timed loop, correctness checks and the profile modes.
 
 Timing replays the warm-up's batches with dyn and trc interleaved per
-iteration, timed with CUDA events (wall clock on the CPU) and read back once at
-the end, so timing adds no host sync inside the loop. Profile modes wrap the
-same steps in DESIGN.md's range layout and never time anything.
+iteration, timed with CUDA events (the process's CPU time on the CPU, which a
+busy machine does not stretch) and read back once at the end of each pass, so timing adds no host sync inside the loop. The timed
+passes are repeated (``--repeats``) and the record keeps every repeat. Profile
+modes wrap the same steps in DESIGN.md's range layout and never time anything.
 
 Every backward runs with autograd's multithreading off, so its CUDA kernels
 launch on the thread that holds the ranges (the breakdown attributes kernels
@@ -22,14 +23,16 @@ from typing import Any
 
 import torch
 
+from dynemb.kernels import kernel_path
 from dynemb.ranges import emit_range
 from embprof.atomic import atomic_path
 from embprof.labels import sanitize_label
+from embprof.results.timings import PHASES, timing_entry
 
 from .backends import build_baseline, build_dynamic_tables, mirror_baseline_rows
 from .configs import BenchmarkConfig, RunOptions
 from .datagen import Batches, generate_batches
-from .results import library_versions
+from .results import library_versions, run_provenance
 
 CORRECTNESS_ATOL = 1e-4  # fp32, as the reference system's correctness mode
 CORRECTNESS_RTOL = 1e-3
@@ -70,17 +73,25 @@ def pick_device() -> torch.device:
 
 
 class Stopwatch:
-    """Marks points in the stream of work: CUDA events on a GPU, a monotonic clock on the CPU."""
+    """Marks points in the stream of work: CUDA events on a GPU, the process's CPU time on the CPU.
+
+    CPU time, not the wall clock: on a shared machine the wall clock also counts the time other
+    processes held the cores, which made two runs of the same code differ by 2x and more
+    (docs/COMPARE.md); with one torch thread (--cpu-threads 1) it is the work's own time.
+    """
+
+    TIMERS = {"cuda": "cuda_events", "cpu": "cpu_time"}  # the record's ``timer``
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
+        self.timer = self.TIMERS["cuda" if self.cuda else "cpu"]
 
     def mark(self) -> Any:
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
             event.record()
             return event
-        return time.perf_counter()
+        return time.process_time()
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
         """Valid after :meth:`settle`."""
@@ -181,8 +192,13 @@ class Workload:
 
 
 def prepare(cfg: BenchmarkConfig, opts: RunOptions) -> Workload:
-    """Generate every batch first (the cache is sized from them), then build both backends."""
+    """Generate every batch first (the cache is sized from them), then build both backends.
+
+    On the CPU torch runs ``opts.cpu_threads`` threads, set before any work.
+    """
     device = pick_device()
+    if device.type == "cpu":
+        torch.set_num_threads(opts.cpu_threads)
     caps = [c // 2 for c in cfg.caps] if opts.correctness else list(cfg.caps)
     batches = generate_batches(
         num_iterations=cfg.num_iterations,
@@ -242,14 +258,14 @@ def _progress(n: int, desc: str) -> Iterator[int]:
     return iter(tqdm(range(n), desc=desc, disable=None if n >= PROGRESS_MIN_ITERATIONS else True, leave=False))
 
 
-def time_phases(work: Workload) -> dict[str, PhaseTimes]:
+def time_phases(work: Workload, repeat: str = "") -> dict[str, PhaseTimes]:
     """The timed train loop, then the timed eval loop; ms per iteration per backend."""
     watch = Stopwatch(work.device)
     n = len(work.batches)
     work.set_training(True)
-    train_marks = [work.train_step(i, watch) for i in _progress(n, f"{work.cfg.label} train")]
+    train_marks = [work.train_step(i, watch) for i in _progress(n, f"{work.cfg.label} train{repeat}")]
     work.set_training(False)
-    eval_marks = [work.eval_step(i, watch) for i in _progress(n, f"{work.cfg.label} eval")]
+    eval_marks = [work.eval_step(i, watch) for i in _progress(n, f"{work.cfg.label} eval{repeat}")]
     work.set_training(True)
     watch.settle()
     times = {}
@@ -261,7 +277,11 @@ def time_phases(work: Workload) -> dict[str, PhaseTimes]:
     return times
 
 
-def make_record(work: Workload, times: dict[str, PhaseTimes]) -> dict[str, Any]:
+def make_record(
+    work: Workload, repeats: list[dict[str, PhaseTimes]], provenance: dict[str, Any]
+) -> dict[str, Any]:
+    """DESIGN.md's record: each flat ``<backend>_<phase>_ms`` is the median of its repeats,
+    which ``timings`` keeps with their summary."""
     cfg, batches = work.cfg, work.batches
     record: dict[str, Any] = {
         "label": cfg.label,
@@ -282,15 +302,23 @@ def make_record(work: Workload, times: dict[str, PhaseTimes]) -> dict[str, Any]:
         "avg_n_total": batches.avg_n_total,
         "num_iterations": cfg.num_iterations,
     }
+    timings: dict[str, Any] = {}
     for name in ("dyn", "trc"):
-        t = times.get(name)
-        record[f"{name}_forward_ms"] = t.forward_ms if t else None
-        record[f"{name}_backward_ms"] = t.backward_ms if t else None
-        record[f"{name}_train_ms"] = t.train_ms if t else None
-        record[f"{name}_eval_ms"] = t.eval_ms if t else None
+        for phase in PHASES:
+            metric = f"{name}_{phase}_ms"
+            values = [getattr(r[name], f"{phase}_ms") for r in repeats if name in r]
+            bad = [v for v in values if not math.isfinite(v)]
+            if bad:
+                raise ValueError(f"{cfg.label}: {metric} is {bad[0]}")
+            timings[metric] = timing_entry(values) if values else None
+            record[metric] = timings[metric]["median"] if values else None
     record.update(library_versions())
     record["trc_skip_reason"] = work.trc_skip_reason
     record["status"] = "ok"
+    record["repeats"] = len(repeats)
+    record["timer"] = Stopwatch(work.device).timer
+    record["timings"] = timings
+    record["provenance"] = provenance
     for key, value in record.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{cfg.label}: {key} is {value}")
@@ -298,9 +326,17 @@ def make_record(work: Workload, times: dict[str, PhaseTimes]) -> dict[str, Any]:
 
 
 def run_timing(cfg: BenchmarkConfig, opts: RunOptions) -> dict[str, Any]:
+    """Warm up once, then ``opts.repeats`` timed passes; provenance is taken before anything runs."""
+    provenance = run_provenance(opts.checkout, pick_device())
     work = prepare(cfg, opts)
     warm_up(work)
-    return make_record(work, time_phases(work))
+    repeats = [
+        time_phases(work, f" {r + 1}/{opts.repeats}" if opts.repeats > 1 else "") for r in range(opts.repeats)
+    ]
+    # What the run used: a kernel that failed to compile shows now, and so do --cpu-threads.
+    provenance["kernel_path"] = kernel_path(work.device)
+    provenance["torch_threads"] = torch.get_num_threads()
+    return make_record(work, repeats, provenance)
 
 
 # ---- profile modes -------------------------------------------------------------------------

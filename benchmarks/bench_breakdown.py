@@ -2,7 +2,7 @@
 
     python benchmarks/bench_breakdown.py [--repeat 3] [--sizes 10,100,400] [--names many,few]
         [--big 1000] [--nsys-ai-python PY] [--nsys-ai-sizes 100,400] [--cache-dir DIR] [--json OUT]
-        [--before-python OTHER_CHECKOUT/.venv/bin/python] [--before-sizes 100,400]
+        [--baseline-src DIR | --baseline-python PY] [--baseline-sizes 100,400]
 
 Exports are generated once (``benchmarks/gen_export.py``: 10,000 kernels per
 iteration, so sizes 10, 100, 400 and 1000 are 100K, 1M, 4M and 10M kernels),
@@ -15,8 +15,9 @@ own), the programs interleaved round by round so that all see the same load:
 - ``ours``: ``embprof breakdown FILE --out-dir TMP`` (file in, CSV and sidecar out);
 - ``floor``: the columns the breakdown needs read into Arrow through the same
   ADBC SQLite driver, without pandas (``adbc_driver_manager``'s statements);
-- ``before`` (with ``--before-python``): another checkout's ``embprof breakdown``,
-  run by the python of that checkout's venv;
+- ``baseline`` (with ``--baseline-src DIR``, the ``src/`` of another commit, e.g.
+  from ``git worktree add`` or ``git archive``; or ``--baseline-python PY``, the
+  python of another checkout's venv): that code's ``embprof breakdown`` beside ours;
 - ``nsys-ai``: nsys-ai 0.3.0's ``attribute_kernels_to_nvtx`` on the same file,
   from its own venv (``python3 -m venv /tmp/benchvenv && /tmp/benchvenv/bin/pip
   install -r benchmarks/requirements.txt``).
@@ -131,8 +132,9 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "embprof-bench")
     ap.add_argument("--nsys-ai-python", default=os.environ.get("NSYS_AI_PYTHON", "/tmp/benchvenv/bin/python"))
     ap.add_argument("--nsys-ai-sizes", default="100,400", help="sizes nsys-ai runs at (many names)")
-    ap.add_argument("--before-python", help="the python of another checkout's venv: its `embprof breakdown` too")
-    ap.add_argument("--before-sizes", default="100,400", help="sizes the other checkout runs at")
+    ap.add_argument("--baseline-src", type=Path, help="another commit's src/: its breakdown runs beside ours")
+    ap.add_argument("--baseline-python", help="the python of another checkout's venv: its breakdown runs beside ours")
+    ap.add_argument("--baseline-sizes", default="100,400", help="sizes the baseline runs at")
     ap.add_argument("--json", type=Path, help="write every figure here too")
     ap.add_argument("--child", nargs=2, metavar=("WHICH", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -149,15 +151,16 @@ def main() -> None:
     nsys_ai = Path(args.nsys_ai_python).exists()
     nsys_ai_sizes = {int(s) for s in args.nsys_ai_sizes.split(",") if s} if nsys_ai else set()
     out_dir = Path(tempfile.mkdtemp(prefix="bench_breakdown_"))
+    baseline = _baseline(args)
     programs = {}
     for case, path in files.items():
         programs[(case, "ours")] = [python, "-m", "embprof", "breakdown", str(path), "--out-dir", str(out_dir)]
         programs[(case, "floor")] = [python, __file__, "--child", "floor", str(path)]
         if case[0] == "many" and case[1] in nsys_ai_sizes:
             programs[(case, "nsys-ai")] = [args.nsys_ai_python, __file__, "--child", "nsys_ai", str(path)]
-        if args.before_python and case[1] in {int(s) for s in args.before_sizes.split(",") if s}:
-            programs[(case, "before")] = [args.before_python, "-m", "embprof", "breakdown", str(path),
-                                          "--out-dir", str(out_dir / "before")]
+        if baseline and case[1] in {int(s) for s in args.baseline_sizes.split(",") if s}:
+            programs[(case, "baseline")] = [*baseline, "-m", "embprof", "breakdown", str(path),
+                                            "--out-dir", str(out_dir / "baseline")]
     runs: dict = {key: [] for key in programs}
     loads = []
     for _ in range(args.repeat):
@@ -171,15 +174,22 @@ def main() -> None:
         args.json.write_text(json.dumps({f"{n}/{s}/{p}": v for ((n, s), p), v in got.items()}, indent=2) + "\n")
 
 
+def _baseline(args) -> list[str] | None:
+    """The interpreter (and, for another commit's src/, the environment) the baseline runs with."""
+    if args.baseline_src:
+        return ["/usr/bin/env", f"PYTHONPATH={args.baseline_src.resolve()}", args.baseline_python or sys.executable]
+    return [args.baseline_python] if args.baseline_python else None
+
+
 def report(got: dict, cases: list, loads: list[float], args) -> None:
     print(f"load average (1 min) at each round: {', '.join(f'{x:.1f}' for x in loads)} on {os.cpu_count()} CPUs; "
           f"{args.repeat} rounds, min / median")
-    print(f"{'names':<6}{'kernels':>9}  {'program':<8}{'CPU s':>15}{'wall s':>15}{'peak RSS MB':>13}")
+    print(f"{'names':<6}{'kernels':>9}  {'program':<9}{'CPU s':>15}{'wall s':>15}{'peak RSS MB':>13}")
     for case in cases:
-        for prog in ("ours", "before", "floor", "nsys-ai"):
+        for prog in ("ours", "baseline", "floor", "nsys-ai"):
             m = got.get((case, prog))
             if m:
-                print(f"{case[0]:<6}{case[1] * KERNELS_PER_ITER:>9,}  {prog:<8}"
+                print(f"{case[0]:<6}{case[1] * KERNELS_PER_ITER:>9,}  {prog:<9}"
                       f"{m['cpu_min']:>7.2f} /{m['cpu_median']:>6.2f}{m['wall_min']:>7.2f} /{m['wall_median']:>6.2f}"
                       f"{m['rss_mb']:>13.0f}")
     print()
@@ -204,10 +214,10 @@ def report(got: dict, cases: list, loads: list[float], args) -> None:
                   f"{ours_growth:.1f}x, the floor {floor_growth:.1f}x in CPU time: {ours_growth / floor_growth:.2f}x"
                   " the floor's growth (target <= 1.3x)")
     for case in cases:
-        ours, before, floor = got.get((case, "ours")), got.get((case, "before")), got.get((case, "floor"))
-        if ours and before and floor:
-            print(f"{case[0]} names, {case[1] * KERNELS_PER_ITER:,} kernels: before / floor {ratio(before, floor, 'cpu'):.2f}x CPU,"
-                  f" peak RSS {before['rss_mb']:.0f} MB; before / ours {ratio(before, ours, 'cpu'):.2f}x CPU")
+        ours, base, floor = got.get((case, "ours")), got.get((case, "baseline")), got.get((case, "floor"))
+        if ours and base and floor:
+            print(f"{case[0]} names, {case[1] * KERNELS_PER_ITER:,} kernels: baseline / floor {ratio(base, floor, 'cpu'):.2f}x CPU,"
+                  f" peak RSS {base['rss_mb']:.0f} MB; baseline / ours {ratio(base, ours, 'cpu'):.2f}x CPU")
     for s in sorted({s for _, s in cases}):
         ours, theirs = got.get((("many", s), "ours")), got.get((("many", s), "nsys-ai"))
         if ours and theirs:

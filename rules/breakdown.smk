@@ -4,9 +4,10 @@ rule breakdown:
     # else the packaged default (the command's own default, so a re-run by hand agrees).
     input:
         trace=get_breakdown_trace,
+        settings=get_settings("breakdown"),
     output:
-        opcalls=L.opcalls(LABEL),
-        busy=L.busy(LABEL),
+        opcalls=update(L.opcalls(LABEL)),
+        busy=update(L.busy(LABEL)),
     params:
         out_dir=L.opcalls_dir,
         code=DIGEST["breakdown"],

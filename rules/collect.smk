@@ -2,8 +2,10 @@ checkpoint collect:
     # Which configs exist is only known by asking pytest, so the DAG below it
     # is built after this has run (never at parse time).
     localrule: True
+    input:
+        settings=get_settings("collect"),
     output:
-        table=L.configs,
+        table=update(L.configs),
     params:
         preset=config["preset"],
         selection=get_collect_options(),

@@ -5,9 +5,14 @@
 # this file, so the workflow runs from any working directory and as a Snakemake module;
 # what it writes goes to results/ under the working directory; the code the rules run is
 # the installed embprof package (the `embprof` command), found where Python imports it.
+#
+# Every output is marked update(): Snakemake keeps its previous version while the job runs
+# and puts it back when the job fails (each command writes whole files by a rename), so a
+# failing step never leaves the user with less than before, e.g. the last good report.
 import importlib.metadata
 import os
 import shlex
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -25,21 +30,34 @@ from embprof.defaults import BANDWIDTH_TABLE, KERNEL_CATEGORIES, config_file
 from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
 from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
-from embprof.results.steps import RUN_STEPS, read_statuses
+from embprof.results.steps import RUN_STEPS, read_statuses, succeeded
 from embprof.workflow.configs import code_digest, overrides_for
+from embprof.workflow.environment import host_memory_bytes
+from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems
 from embprof.workflow.profiler import find_nsys, resolve_profiler
+from embprof.workflow.settings import record_settings
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
-from embprof.workflow.validation import validate_config
+from embprof.workflow.validation import invalid_config, validate_config
 
 # The checkout this workflow lives in: its benchmark suite is what the profiles run.
 WORKFLOW_ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent
+sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package (its sizes, no torch)
 PACKAGE = Path(embprof.__file__).parent
 L = ResultsLayout("results")
 
+from benchmark.configs import inputs_problem, preset_labels, select_problem
+
+# Everything that can be known before the run stops it here, one line per problem.
 try:
     validate_config(config)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+_PROBLEMS = run_problems(config, SuiteFacts(preset_labels, select_problem, inputs_problem), L, host_memory_bytes())
+if _PROBLEMS:
+    raise WorkflowError(str(invalid_config(_PROBLEMS)))
+_BROKEN = results_problems(L)
+if _BROKEN:
+    raise WorkflowError(str(invalid_config(_BROKEN, f"broken files in {L.root}/")))
 try:
     NSYS = find_nsys(config["nsys"]) if config["profiler"] != "torch" else None
     PROFILER = resolve_profiler(config["profiler"], NSYS)
@@ -65,14 +83,14 @@ BANDWIDTH = config_file(BANDWIDTH_TABLE)
 # re-runs nothing. Paths are in the embprof package, except the measured code
 # (in the checkout). Neither code nor default files are inputs: their paths
 # differ between checkouts, and every input costs each DAG pass a stat.
-_BASE = ["__init__.py", "errors.py", "atomic.py", "labels.py", "results"]
+_BASE = ["__init__.py", "errors.py", "atomic.py", "labels.py", "results", "stats.py"]
 _FIGURES = ["plots", "pages"]
 CODE = {
     "breakdown": [*_BASE, "cli/breakdown.py", "defaults.py", "trace"],
     "sunburst": [*_BASE, "cli/sunburst.py", *_FIGURES],
     "aggregate": [*_BASE, "cli/aggregate.py"],
     "latency_plot": [*_BASE, "cli/latency_plot.py", *_FIGURES],
-    "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth"],
+    "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth", "compare"],
     "bandwidth": [*_BASE, "cli/bandwidth.py", "defaults.py", "bandwidth"],
     "bandwidth_plot": [*_BASE, "cli/bandwidth_plot.py", *_FIGURES, "bandwidth"],
     "plotly_js": ["cli/plotly_js.py", "plots/figures.py"],
@@ -83,8 +101,12 @@ DIGEST["measured"] = code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT
 # The figure pages load the plotly.js that plotly.py ships: a new plotly writes it again.
 PLOTLY_VERSION = importlib.metadata.version("plotly")
 # An overriding file re-runs its step as an edit of the code would.
-for _step, _file in (("breakdown", CATEGORIES), ("bandwidth", BANDWIDTH)):
-    DIGEST[_step] = f"{DIGEST[_step]}-{code_digest([_file.name], root=_file.parent)}"
+TABLE_DIGEST = {
+    step: code_digest([file.name], root=file.parent)
+    for step, file in (("breakdown", CATEGORIES), ("bandwidth", BANDWIDTH))
+}
+for _step, _digest in TABLE_DIGEST.items():
+    DIGEST[_step] = f"{DIGEST[_step]}-{_digest}"
 
 
 wildcard_constraints:
@@ -127,6 +149,7 @@ def get_run_settings(label):
     settings = {
         "num_iterations": config["num_iterations"],
         "profile_iterations": config["profile_iterations"],
+        "repeats": config["repeats"],
         "torchrec": config["torchrec"],
         "extra_args": [],
     }
@@ -150,7 +173,54 @@ def get_profile_options(wildcards):
 
 
 def get_timing_options(wildcards):
-    return _options(get_run_settings(wildcards.label), "num_iterations")
+    settings = get_run_settings(wildcards.label)
+    repeats = f" --repeats {int(settings['repeats'])}" if settings["repeats"] is not None else ""
+    return _options(settings, "num_iterations") + repeats
+
+
+# The settings that shape each step's outputs, beside its code, as files in results/settings/:
+# they travel with a copied results/, so a changed setting re-runs its steps in any clone
+# (Snakemake's own params trigger lives in .snakemake/, which stays behind).
+PENDING_SETTINGS = Path(".snakemake", "embprof", "pending")
+PER_CONFIG_SETTINGS = ("profile", "timing")
+
+
+def _run_settings(label, iterations_key):
+    settings = get_run_settings(label)
+    return {
+        "preset": config["preset"],
+        "iterations": settings[iterations_key],
+        "torchrec": settings["torchrec"],
+        "extra_args": settings["extra_args"],
+    }
+
+
+SETTINGS = {
+    "collect": lambda label: {
+        "preset": config["preset"],
+        "select": config["select"],
+        "labels": config["labels"],
+        "size_args": SIZE_ARGS,
+    },
+    "profile": lambda label: {**_run_settings(label, "profile_iterations"), "profiler": PROFILER},
+    "timing": lambda label: {**_run_settings(label, "num_iterations"), "repeats": get_run_settings(label)["repeats"]},
+    "breakdown": lambda label: {"kernel_categories": TABLE_DIGEST["breakdown"]},
+    "bandwidth": lambda label: {"bandwidth_table": TABLE_DIGEST["bandwidth"]},
+    "environment": lambda label: {"preset": config["preset"], "profiler": PROFILER},
+    "report": lambda label: {"compare_to": config["compare_to"]},
+}
+
+
+def get_settings(rule):
+    """The input function of ``rule``'s settings file (one per config for the benchmark's runs);
+    a dry run writes a changed one under .snakemake/ and leaves results/ alone."""
+
+    def settings_file(wildcards):
+        label = wildcards.label if rule in PER_CONFIG_SETTINGS else None
+        pending = PENDING_SETTINGS if workflow.dryrun else None
+        return record_settings(L.settings(rule, label), SETTINGS[rule](label), pending)
+
+    return settings_file
 
 
 def get_trace():
@@ -178,29 +248,26 @@ def get_timing_files(wildcards):
     return [L.timing(label) for label in get_labels()]
 
 
+def get_ancient_timing_files(wildcards):
+    """The timing files as inputs whose updates re-run nothing (the peak: the device they name)."""
+    return [ancient(path) for path in get_timing_files(wildcards)]
+
+
 def get_step_records(wildcards):
     """The records the status checkpoint merges: every config's profile and timing step."""
     return [L.step(step, label) for label in get_labels() for step in RUN_STEPS]
 
 
 def get_per_op_outputs(wildcards):
-    """Per-op tables, sunbursts and bandwidth of the configs whose steps worked.
+    """Per-op tables, sunbursts and bandwidth of the configs whose every step worked.
 
-    A failed profile has no per-op outputs; bandwidth also needs the timing
-    record (ids per iteration).
+    A failed config has none: the report shows only its failure.
     """
-    profiled, timed = [], []
-    statuses = get_statuses()
-    for label in get_labels():
-        steps = statuses[label]["steps"]
-        if steps["profile"]["ok"]:
-            profiled.append(label)
-            if steps["timing"]["ok"]:
-                timed.append(label)
+    shown = succeeded(get_statuses(), get_labels())
     return {
-        "opcalls": [L.opcalls(label) for label in profiled],
-        "sunburst": [f(label) for label in profiled for f in (L.sunburst_png, L.sunburst_html)],
-        "bandwidth": [L.bandwidth(label) for label in timed],
+        "opcalls": [L.opcalls(label) for label in shown],
+        "sunburst": [f(label) for label in shown for f in (L.sunburst_png, L.sunburst_html)],
+        "bandwidth": [L.bandwidth(label) for label in shown],
     }
 
 

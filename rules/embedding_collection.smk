@@ -2,10 +2,6 @@
 # its own, read from config/embedding_collection.yaml (the working directory's,
 # else this checkout's); not part of all/report.
 #   snakemake --cores 1 embedding_collection
-import sys
-
-sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package
-
 from benchmark.embedding_collection.family import FamilyError, load_family
 
 _EC_CONFIG = Path("config", "embedding_collection.yaml")
@@ -30,7 +26,7 @@ rule embedding_collection:
 rule ec_timing:
     # One timed run: every rank of one torchrun, one record.
     output:
-        L.ec_timing(EC_RUN),
+        update(L.ec_timing(EC_RUN)),
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
@@ -45,9 +41,10 @@ rule ec_timing:
 
 
 rule ec_profile:
-    # One profiled run: one Kineto trace per rank in the output folder (or a skip note).
+    # One profiled run: one Kineto trace per rank in the output folder (or a skip note),
+    # made beside it and swapped in whole: a failed run leaves the previous folder as it was.
     output:
-        directory(L.ec_traces(EC_RUN)),
+        update(directory(L.ec_traces(EC_RUN))),
     params:
         args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
         env=EC.env(),
@@ -57,8 +54,9 @@ rule ec_profile:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "{params.env} {params.launcher} {params.args}"
-        " --profile torch --trace-dir \"$(realpath -m {output:q})\" > {log} 2>&1"
+        "rm -rf {output:q}.part && {params.env} {params.launcher} {params.args}"
+        " --profile torch --trace-dir \"$(realpath -m {output:q}).part\" > {log} 2>&1"
+        " && rm -rf {output:q} && mv {output:q}.part {output:q}"
 
 
 rule ec_breakdown:
@@ -67,15 +65,16 @@ rule ec_breakdown:
     input:
         traces=L.ec_traces(EC_RUN),
     output:
-        directory(L.ec_opcalls(EC_RUN)),
+        update(directory(L.ec_opcalls(EC_RUN))),
     log:
         L.log("embedding_collection/breakdown", EC_RUN),
     conda:
         "../envs/analysis.yaml"
     shell:
-        "if ls {input.traces}/*.kineto.json.gz > /dev/null 2>&1; then"
-        " embprof breakdown {input.traces}/*.kineto.json.gz --out-dir {output} > {log} 2>&1;"
-        " else mkdir -p {output} && cp {input.traces}/*.skipped.txt {output}/ 2> {log}; fi"
+        "rm -rf {output:q}.part && if ls {input.traces}/*.kineto.json.gz > /dev/null 2>&1; then"
+        " embprof breakdown {input.traces}/*.kineto.json.gz --out-dir {output:q}.part > {log} 2>&1;"
+        " else mkdir -p {output:q}.part && cp {input.traces}/*.skipped.txt {output:q}.part/ 2> {log}; fi"
+        " && rm -rf {output:q} && mv {output:q}.part {output:q}"
 
 
 rule ec_results:
@@ -83,7 +82,7 @@ rule ec_results:
     input:
         [L.ec_timing(run) for run in EC.runs],
     output:
-        L.ec_results,
+        update(L.ec_results),
     log:
         L.log("embedding_collection/results"),
     conda:

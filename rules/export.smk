@@ -3,7 +3,7 @@ rule export:
     input:
         L.trace(LABEL, "nsys"),
     output:
-        L.sqlite(LABEL),
+        update(L.sqlite(LABEL)),
     params:
         nsys=NSYS_ARG,
     log:

@@ -4,9 +4,10 @@ rule profile:
     # per-op steps of that config out of the report's inputs.
     input:
         table=ancient(L.configs),
+        settings=get_settings("profile"),
     output:
-        trace=get_trace(),
-        record=L.step("profile", LABEL),
+        trace=update(get_trace()),
+        record=update(L.step("profile", LABEL)),
     params:
         test_id=get_test_id,
         preset=config["preset"],

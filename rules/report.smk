@@ -8,7 +8,7 @@ checkpoint status:
         configs=ancient(L.configs),
         records=get_step_records,
     output:
-        directory(L.status_dir),
+        update(directory(L.status_dir)),
     params:
         results_dir=L.root,
     log:
@@ -27,12 +27,14 @@ rule environment:
     localrule: True
     input:
         timing=get_timing_files,
+        settings=get_settings("environment"),
     output:
-        L.environment,
+        update(L.environment),
     params:
         preset=config["preset"],
         profiler=PROFILER,
         nsys=NSYS_ARG,
+        suite=SUITE_ARG,
     log:
         L.log("environment"),
     benchmark:
@@ -41,7 +43,7 @@ rule environment:
         "../envs/benchmark.yaml"
     shell:
         "embprof environment --preset {params.preset} --profiler {params.profiler}"
-        " {params.nsys} --out {output} {input.timing} > {log} 2>&1"
+        " {params.nsys} {params.suite} --out {output} {input.timing} > {log} 2>&1"
 
 
 rule latency_plot:
@@ -50,13 +52,13 @@ rule latency_plot:
         results=L.benchmark_results,
         plotly_js=L.plotly_js,
     output:
-        png=report(
+        png=update(report(
             L.latency_png,
             caption="../report/latency.rst",
             category="Latency",
             labels={"figure": "latency per iteration"},
-        ),
-        html=L.latency_html,
+        )),
+        html=update(L.latency_html),
     params:
         code=DIGEST["latency_plot"],
     log:
@@ -83,14 +85,15 @@ rule report:
         status=L.status_dir,
         environment=L.environment,
         peak=L.peak,
+        settings=get_settings("report"),
     output:
-        html=report(
+        html=update(report(
             L.report_html,
             caption="../report/report.rst",
             category="Report",
             labels={"page": "latency report"},
-        ),
-        summary=L.report_summary,
+        )),
+        summary=update(L.report_summary),
     params:
         results_dir=L.root,
         compare=get_compare_option,

@@ -3,13 +3,13 @@ rule sunburst:
         opcalls=L.opcalls(LABEL),
         plotly_js=L.plotly_js,
     output:
-        png=report(
+        png=update(report(
             L.sunburst_png(LABEL),
             caption="../report/sunburst.rst",
             category="Per-config breakdowns",
             labels={"config": "{label}", "figure": "sunburst"},
-        ),
-        html=L.sunburst_html(LABEL),
+        )),
+        html=update(L.sunburst_html(LABEL)),
     params:
         code=DIGEST["sunburst"],
     log:
@@ -28,7 +28,7 @@ rule plotly_js:
     # copy of several MB); the report keeps its own, so that it opens anywhere alone.
     localrule: True
     output:
-        L.plotly_js,
+        update(L.plotly_js),
     params:
         plotly=PLOTLY_VERSION,
         code=DIGEST["plotly_js"],

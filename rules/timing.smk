@@ -3,9 +3,10 @@ rule timing:
     # enters a latency; it takes every core, so nothing runs beside it.
     input:
         table=ancient(L.configs),
+        settings=get_settings("timing"),
     output:
-        timing=L.timing(LABEL),
-        record=L.step("timing", LABEL),
+        timing=update(L.timing(LABEL)),
+        record=update(L.step("timing", LABEL)),
     params:
         test_id=get_test_id,
         preset=config["preset"],
@@ -30,7 +31,7 @@ rule aggregate:
     input:
         timing=get_timing_files,
     output:
-        L.benchmark_results,
+        update(L.benchmark_results),
     params:
         code=DIGEST["aggregate"],
     log:

@@ -9,17 +9,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from embprof.labels import make_label, parse_label
 from embprof.report.build import ReportInputs
 from embprof.results.layout import ResultsLayout
+from embprof.results.opcalls import COLUMNS as OPCALLS_COLUMNS
+from embprof.results.opcalls import format_iteration_ms
+from embprof.results.timings import TIMING_METRICS, timing_entry
 
-COLUMNS = [
-    "backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter",
-    "total_ms", "num_iters", "kernel_names", "fallback_category",
-]
 NUM_ITERS = 5
+# Each op's ms in the profiled iterations around its mean (they average to it exactly).
+ITER_SHAPE = (0.96, 0.98, 1.0, 1.02, 1.04)
 # (backend, phase, parent_stages, op, calls/iter, ms/iter, kernel names, fallback category)
 DYN_ROWS = [
     ("dyn", "forward", "dynamicemb_prefetch", "segmented_unique", 2, 0.410, "aten::unique_dim", ""),
@@ -41,10 +43,11 @@ def opcalls_frame(scale: float = 1.0, with_trc: bool = True) -> pd.DataFrame:
     rows = DYN_ROWS + (TRC_ROWS if with_trc else [])
     return pd.DataFrame(
         [
-            (b, ph, st, op, calls, ms * scale, ms * scale * NUM_ITERS, NUM_ITERS, kn, cat)
+            (b, ph, st, op, calls, ms * scale, ms * scale * NUM_ITERS, NUM_ITERS, kn, cat,
+             format_iteration_ms(np.array([[ms * scale * f for f in ITER_SHAPE]]))[0])
             for b, ph, st, op, calls, ms, kn, cat in rows
         ],
-        columns=COLUMNS,
+        columns=list(OPCALLS_COLUMNS),
     )
 
 
@@ -58,11 +61,15 @@ LABELS = [
 ]
 
 
+# Each metric's repeats around its median (the median itself is one of them).
+REPEAT_SHAPE = (0.97, 0.99, 1.0, 1.01, 1.04)
+
+
 def record(label: str, scale: float = 1.0, *, trc: bool = True, status: str = "ok") -> dict:
-    """A timing record with DESIGN.md's fields (numbers shaped like a smoke run's)."""
+    """A timing record with DESIGN.md's fields (numbers shaped like a smoke run's, five repeats)."""
     dyn_f, dyn_b, trc_f, trc_b = 0.9 * scale, 1.3 * scale, 0.4 * scale, 0.7 * scale
     fields = parse_label(label)
-    return {
+    flat = {
         "label": label, "gpu_name": None, "device": "cpu", "num_tables": fields.num_tables,
         "batch_size": fields.total_batch // fields.num_tables, "embedding_dim": fields.dim,
         "optimizer_type": fields.optimizer, "caching": fields.mode == "caching",
@@ -78,6 +85,11 @@ def record(label: str, scale: float = 1.0, *, trc: bool = True, status: str = "o
         "trc_skip_reason": None if trc else "ADAM is not supported by TBE on the CPU",
         "torch": "2.13.0", "fbgemm_gpu": "1.8.0", "torchrec": "1.8.0", "status": status,
     }
+    timings = {
+        m: None if flat[m] is None else timing_entry([flat[m] * f for f in REPEAT_SHAPE])
+        for m in TIMING_METRICS
+    }
+    return flat | {"repeats": len(REPEAT_SHAPE), "timer": "cpu_time", "timings": timings}
 
 
 ENVIRONMENT = {

@@ -6,8 +6,10 @@ import gzip
 import json
 import os
 import shlex
+import statistics
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,18 @@ def bench(*args: str, env: dict[str, str] | None = None, check: bool = True) -> 
     if check and proc.returncode != 0:
         raise AssertionError(f"pytest {' '.join(args)} exited {proc.returncode}:\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}")
     return proc
+
+
+def assert_repeats_add_up(record: dict, backend: str) -> None:
+    """Each repeat's train time is its forward plus its backward; flat fields are the medians."""
+    timings = record["timings"]
+    fwd, bwd, train = (timings[f"{backend}_{p}_ms"]["repeats"] for p in ("forward", "backward", "train"))
+    assert len(train) == record["repeats"]
+    assert train == pytest.approx([f + b for f, b in zip(fwd, bwd, strict=True)])
+    for phase in ("forward", "backward", "train", "eval"):
+        entry = timings[f"{backend}_{phase}_ms"]
+        assert record[f"{backend}_{phase}_ms"] == entry["median"] == pytest.approx(statistics.median(entry["repeats"]))
+        assert entry["min"] == min(entry["repeats"]) and entry["max"] == max(entry["repeats"])
 
 
 def collected(*args: str) -> list[str]:
@@ -103,13 +117,19 @@ def test_every_suite_runs_at_smoke_size_two_processes_append_to_one_file(tmp_pat
         assert r["num_iterations"] == 4 and tuple(r["num_embeddings_per_feature"]) == parse_label(r["label"]).caps
         for phase in ("forward", "backward", "eval"):
             assert r[f"dyn_{phase}_ms"] > 0
-        assert r["dyn_train_ms"] == pytest.approx(r["dyn_forward_ms"] + r["dyn_backward_ms"])
+        assert r["repeats"] == 10 and r["timer"] == "cpu_time"  # the smoke preset's repeats
+        assert_repeats_add_up(r, "dyn")
         if r["optimizer_type"] == "sgd":
             assert r["trc_skip_reason"] is None
-            assert r["trc_train_ms"] == pytest.approx(r["trc_forward_ms"] + r["trc_backward_ms"]) and r["trc_eval_ms"] > 0
+            assert_repeats_add_up(r, "trc")
+            assert r["trc_eval_ms"] > 0
         else:
             assert "adam" in r["trc_skip_reason"]
             assert all(r[f"trc_{p}_ms"] is None for p in ("forward", "backward", "train", "eval"))
+            assert all(r["timings"][f"trc_{p}_ms"] is None for p in ("forward", "backward", "train", "eval"))
+        provenance = r["provenance"]
+        assert provenance["kernel_path"] == "torch" and provenance["torch_threads"] == 1  # --cpu-threads 1
+        assert provenance["cpu_count"] >= 1 and provenance["host_load_1m"] >= 0
     assert not [p.name for p in results.parent.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -207,3 +227,34 @@ def test_torch_profile_trace_follows_the_range_layout(tmp_path: Path) -> None:
         assert inside(dyn_bwd, "DynamicEmbeddingFunction.backward")
         assert any(e["name"].startswith("op:") and _contains(dyn_fwd, e) for e in ranges)
         assert not any(e["name"].startswith("op:") and _contains(trc, e) for e in ranges)
+
+
+@pytest.mark.slow
+def test_records_carry_the_gpu_driver_from_nvidia_smi_where_it_is_on_path(tmp_path: Path) -> None:
+    """The same run with a stand-in nvidia-smi (answering from a real H200's capture) and without
+    any: the driver is read where the command exists, and every null says why."""
+    from fake_nvidia_smi import install
+
+    args = ["-q", "--preset", "smoke", "--label", "_sgd_gpu_", "--num-iterations", "2", "--repeats", "5"]
+    with_smi = install(tmp_path / "bin")
+    bench(*args, "--results-file", str(tmp_path / "with.json"), env={"PATH": with_smi["PATH"]})
+    bare_path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not Path(p, "nvidia-smi").exists())
+    bench(*args, "--results-file", str(tmp_path / "without.json"), env={"PATH": bare_path})
+    [found] = json.loads((tmp_path / "with.json").read_text())
+    [missing] = json.loads((tmp_path / "without.json").read_text())
+    assert found["repeats"] == 5 and len(found["timings"]["dyn_train_ms"]["repeats"]) == 5
+    assert found["provenance"]["driver"] == "590.48.01"
+    assert found["provenance"]["gpu_clocks"] is None  # the benchmark ran on the CPU
+    assert found["provenance"]["null_reasons"]["gpu_clocks"] == "the benchmark ran on the CPU"
+    assert missing["provenance"]["driver"] is None
+    assert missing["provenance"]["null_reasons"]["driver"] == "nvidia-smi is not on PATH"
+    for record in (found, missing):
+        provenance = record["provenance"]
+        assert provenance["cuda"] is None and "CPU build" in provenance["null_reasons"]["cuda"]
+        assert provenance["triton"] == version("triton")
+        assert provenance["git_commit"] == git("rev-parse", "HEAD")
+        assert provenance["git_dirty"] == bool(git("status", "--porcelain", "--untracked-files=no"))
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()

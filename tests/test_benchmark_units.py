@@ -20,6 +20,8 @@ from benchmark.ncu import parse_iterations  # noqa: E402
 from benchmark.results import RESULT_FIELDS, append_record, read_records  # noqa: E402
 from benchmark.runner import check_outputs  # noqa: E402
 from embprof.errors import ContractError  # noqa: E402
+from embprof.results.timings import TIMING_METRICS, timing_entry  # noqa: E402
+from embprof.workflow.provenance import collect_provenance  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -121,8 +123,17 @@ def test_correctness_check_catches_a_difference() -> None:
         check_outputs(x, x + 1e-2, "shifted")
 
 
+PROVENANCE = collect_provenance(ROOT, CPU, "torch")
+
+
 def _record(label: str) -> dict:
-    return {f: None for f in RESULT_FIELDS} | {"label": label, "status": "ok"}
+    """A record the contract accepts: one repeat of dyn's train time, no other timing."""
+    timings = {m: None for m in TIMING_METRICS} | {"dyn_train_ms": timing_entry([1.5])}
+    return {f: None for f in RESULT_FIELDS} | {
+        "label": label, "status": "ok", "dyn_train_ms": 1.5, "repeats": 1, "timer": "cpu_time",
+        "timings": timings,
+        "provenance": PROVENANCE,
+    }
 
 
 def _append_many(path: str, worker: int, count: int) -> None:
@@ -158,6 +169,10 @@ def test_bad_results_file_and_bad_record(tmp_path: Path) -> None:
     assert json.loads(path.read_text())[0]["label"] == "x"
     with pytest.raises(ContractError, match="missing"):
         append_record(path, {"label": "y"})
+    with pytest.raises(ContractError, match="must hold 1 repeats"):
+        append_record(path, _record("z") | {"repeats": 1, "timings": {**_record("z")["timings"], "dyn_train_ms": timing_entry([1.5, 2.0])}})
+    with pytest.raises(ContractError, match="null without a reason"):
+        append_record(path, _record("z") | {"provenance": PROVENANCE | {"null_reasons": {}, "driver": None}})
 
 
 @pytest.mark.parametrize("suite", ["TestGpu", "TestCaching", "TestNoCaching", "TestNoHbm"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import gzip
 import json
 import shutil
 import sqlite3
@@ -233,6 +235,35 @@ def _truncate(tmp_path: Path, src: Path, name: str) -> Path:
     return dst
 
 
+@functools.lru_cache(maxsize=1)
+def _hta_events() -> str:
+    """The real Kineto fixture's profiler window and its first events of each category (the reader
+    stops at the first bad value, so a small copy is as good as the whole)."""
+    events = json.loads(gzip.decompress(HTA.read_bytes()))["traceEvents"]
+    kept: dict[str, list] = {}
+    for event in events:
+        if event.get("ph") == "X" and len(kept.setdefault(event.get("cat"), [])) < 500:
+            kept[event.get("cat")].append(event)
+    return json.dumps([e for cat in kept.values() for e in cat])
+
+
+def _kineto(path: Path, cat: str, **changes: object) -> Path:
+    """The fixture's events with the first complete event of ``cat`` changed."""
+    events = json.loads(_hta_events())
+    next(e for e in events if e.get("cat") == cat).update(changes)
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
+
+
+def _far_end(cat: str) -> float:
+    """A duration that ends the first ``cat`` event a second after the profiler stopped."""
+    events = json.loads(_hta_events())
+    window, first = (next(e for e in events if e.get("cat") == c) for c in ("Trace", cat))
+    return window["ts"] + window["dur"] - first["ts"] + 1e6
+
+
+_FIRST = "rowid = (SELECT min(rowid) FROM {})"
+_FIRST_DYN = "text = 'dyn' AND start = (SELECT min(start) FROM NVTX_EVENTS WHERE text = 'dyn')"
 BAD = {
     "directory": (lambda t: t, "not a file"),
     "missing": (lambda t: t / "nope.sqlite", "no such file"),
@@ -251,6 +282,42 @@ BAD = {
         "1 NVTX range(s) never closed",
     ),
     "no config ranges": (lambda t: H200, "no config ranges"),
+    # Malformed values: SQLite keeps whatever a row was given, JSON any number or none.
+    "text kernel time": (
+        lambda t: _edit(benchmark_layout_variant(t, "k.sqlite"), "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = 'soon' WHERE " + _FIRST.format("CUPTI_ACTIVITY_KIND_KERNEL")),
+        "table CUPTI_ACTIVITY_KIND_KERNEL: column start holds 'soon', not an integer",
+    ),
+    "real runtime time": (
+        lambda t: _edit(benchmark_layout_variant(t, "r.sqlite"), "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = 1.5e300 WHERE rowid = 6"),
+        "table CUPTI_ACTIVITY_KIND_RUNTIME: column start holds 1.5e+300, not an integer",
+    ),
+    "text range end": (
+        lambda t: _edit(benchmark_layout_variant(t, "e.sqlite"), f"UPDATE NVTX_EVENTS SET end = 'x' WHERE {_FIRST_DYN}"),
+        "table NVTX_EVENTS: column end holds 'x', not an integer",
+    ),
+    "range of negative duration": (
+        lambda t: _edit(benchmark_layout_variant(t, "n.sqlite"), f"UPDATE NVTX_EVENTS SET end = start - 5 WHERE {_FIRST_DYN}"),
+        "1 NVTX range(s) end before they start (a negative duration)",
+    ),
+    "range that never ends": (
+        lambda t: _edit(benchmark_layout_variant(t, "f.sqlite"), f"UPDATE NVTX_EVENTS SET end = 9223372036854775807 WHERE {_FIRST_DYN}"),
+        "1 NVTX range(s) end after the capture did (130995061 ns): they never ended",
+    ),
+    "kernel of negative duration": (
+        lambda t: _edit(benchmark_layout_variant(t, "g.sqlite"), "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 1 WHERE " + _FIRST.format("CUPTI_ACTIVITY_KIND_KERNEL")),
+        "1 kernel/copy record(s) end before they start (a negative duration)",
+    ),
+    "text kineto time": (lambda t: _kineto(t / "ts.json", "kernel", ts="soon"),
+                         "1 event(s) without a finite, numeric ts and dur (first: kernel ts='soon'"),
+    "infinite kineto range": (lambda t: _kineto(t / "inf.json", "user_annotation", dur=float("inf")),
+                              "without a finite, numeric ts and dur (first: user_annotation"),
+    "negative kineto duration": (lambda t: _kineto(t / "neg.json", "cpu_op", dur=-3), "1 event(s) with a negative duration"),
+    "kineto range that never ends": (
+        lambda t: _kineto(t / "late.json", "user_annotation", dur=_far_end("user_annotation")),
+        "1 user_annotation range(s) end after the profiler stopped: they never ended",
+    ),
+    "deeply nested json": (lambda t: _write(t / "deep.json", b'{"traceEvents": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+                           "JSON nested too deeply"),
     "no nsys for .nsys-rep": (lambda t: H200_REP, "needs nsys to export it"),
     "nsys export fails": (lambda t: H200_REP, "nsys export failed (exit 2): boom"),
 }
@@ -317,6 +384,30 @@ def test_bad_categories_file(tmp_path, good_trace, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"embprof breakdown: error: {cats}: bad kernel categories file")
     assert not out.exists()
+
+
+def test_binary_categories_file(tmp_path, good_trace, capsys):
+    cats = _write(tmp_path / "cats.yaml", b"\xff\xfe\x00\x01categories\x80")
+    assert main([str(good_trace), "--categories", str(cats), "--out-dir", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"embprof breakdown: error: {cats}: not a text (UTF-8) file; expected kernel categories in YAML"]
+    assert not (tmp_path / "out").exists()
+
+
+def test_labels_that_share_a_file_name_or_overflow_it_write_nothing(tmp_path, good_trace, capsys):
+    """Layout any names a trace's config after its file: two names that sanitize alike, and a name
+    the file system takes for the trace but not with the CSV's prefix and suffixes."""
+    one, two = _copy(tmp_path, H200, "a b.sqlite"), _copy(tmp_path, H200, "a_b.sqlite")
+    out = tmp_path / "out"
+    assert main([str(one), str(two), "--layout", "any", "--out-dir", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"embprof breakdown: error: {two}: labels 'a b' and 'a_b' both become the file name opcalls__a_b.csv"]
+    long = _copy(tmp_path, H200, "x" * 245 + ".sqlite")
+    assert main([str(one), str(long), "--layout", "any", "--out-dir", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"embprof breakdown: error: {long}: config label 'xxxx")
+    assert "is too long for a file name (264 bytes; this file system takes 255)" in err[0]
+    assert not out.exists() or list(out.iterdir()) == []
 
 
 def test_categories_pick_the_first_matching_pattern(tmp_path):

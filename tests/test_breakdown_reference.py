@@ -42,6 +42,8 @@ class Expected:
     iters: int = 0
     rows: dict = field(default_factory=lambda: defaultdict(lambda: [0, 0, set()]))
     busy: dict = field(default_factory=lambda: defaultdict(list))
+    # row key -> {iteration of the label, counted over its traces in order: ns}
+    per_iter: dict = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
 
 
 def _kind(name: str) -> str:
@@ -185,6 +187,7 @@ def demangled_to_short(name: str) -> str:
 
 def expected(raws: list[Raw], layout: str, category_of) -> dict[str, Expected]:
     out: dict[str, Expected] = defaultdict(Expected)
+    before: dict[str, int] = defaultdict(int)  # a label's iterations in earlier traces with its work
     for trace_no, raw in enumerate(raws):
         by_thread = defaultdict(list)
         for order, (t, s, e, name) in enumerate(raw.ranges):
@@ -195,14 +198,16 @@ def expected(raws: list[Raw], layout: str, category_of) -> dict[str, Expected]:
             for t, rs in by_thread.items()
         }
 
-        def chain_at(thread, time, arrays=arrays) -> list[str]:
+        def held_at(thread, time, arrays=arrays) -> list[int]:
             if thread not in arrays:
                 return []
-            s, e, order, names = arrays[thread]
-            hold = np.flatnonzero((s <= time) & (time < e))
-            hold = sorted(hold, key=lambda i: (s[i], -e[i], order[i]))
-            return [names[i] for i in hold]
+            starts, ends, order = arrays[thread][:3]
+            hold = np.flatnonzero((starts <= time) & (time < ends))
+            return hold[np.lexsort((order[hold], -ends[hold], starts[hold]))].tolist()
 
+        # Each iteration range's number among its config's in this trace, by start time.
+        iteration_of: dict[tuple, int] = {}
+        starts_of: dict[str, list] = defaultdict(list)
         if layout == "any":
             out[raw.stem].iters += 1
         else:
@@ -217,12 +222,19 @@ def expected(raws: list[Raw], layout: str, category_of) -> dict[str, Expected]:
                     configs = [names[j] for j in outer if _kind(names[j]) == "config"]
                     if configs:
                         out[configs[-1]].iters += 1
+                        starts_of[configs[-1]].append((s[i], t, i))
+        here = {label: len(starts) for label, starts in starts_of.items()}
+        for starts in starts_of.values():
+            iteration_of.update({(t, i): k for k, (_, t, i) in enumerate(sorted(starts, key=lambda x: x[0]))})
+        worked = set()
 
         for thread, launch, start, end, short, is_kernel in raw.work:
-            chain = chain_at(thread, launch)
+            held = held_at(thread, launch)
+            chain = [arrays[thread][3][i] for i in held]
             if layout == "any":
                 label, backend, phase = raw.stem, "all", "all"
                 kinds = ["op"] * len(chain)
+                iteration = 0
             else:
                 kinds = [_kind(n) for n in chain]
                 found = {k: [n for n, kk in zip(chain, kinds, strict=False) if kk == k] for k in ("config", "iter", "backend", "phase")}
@@ -232,6 +244,7 @@ def expected(raws: list[Raw], layout: str, category_of) -> dict[str, Expected]:
                 if last["config"] > last["iter"]:  # an iteration counts inside its own config only
                     continue
                 label, backend, phase = found["config"][-1], found["backend"][-1], found["phase"][-1]
+                iteration = iteration_of[(thread, held[last["iter"]])]
             kept = [(i, n) for i, (n, k) in enumerate(zip(chain, kinds, strict=False)) if k in ("other", "op")]
             ops = [i for i, k in enumerate(kinds) if k == "op"]
             if is_kernel and ops:
@@ -243,11 +256,16 @@ def expected(raws: list[Raw], layout: str, category_of) -> dict[str, Expected]:
                 op = short
                 stages = [n for i, n in kept if not ops or i <= ops[-1]]
                 category = category_of(short)
-            row = out[label].rows[(backend, phase, "/".join(stages), op, category)]
+            key = (backend, phase, "/".join(stages), op, category)
+            row = out[label].rows[key]
             row[0] += 1
             row[1] += end - start
             row[2].add(short)
+            out[label].per_iter[key][before[label] + iteration] += end - start
             out[label].busy[(backend, trace_no)].append((start, end))  # clocks differ per trace
+            worked.add(label)
+        for label in worked:
+            before[label] += here.get(label, 1 if layout == "any" else 0)
     return out
 
 
@@ -282,6 +300,13 @@ def assert_matches(results: dict, want: dict[str, Expected]) -> None:
             assert r.total_ms == pytest.approx(ns / 1e6, rel=1e-9, abs=1e-12), key
             assert r.num_iters == exp.iters
             assert r.kernel_names == ";".join(sorted(kernels)), key
+        # Per-iteration ms: the same iterations, each with every row's time in it (columns may be
+        # numbered in another order where iterations of two threads start at once).
+        keys = list(exp.rows)
+        rows = lb.rows.set_index(["backend", "phase", "parent_stages", "op", "fallback_category"])
+        got_iters = [[float(v) for v in rows.loc[k, "ms_by_iter"].split(";")] for k in keys]
+        want_iters = [[float(f"{exp.per_iter[k].get(i, 0) / 1e6:.6g}") for i in range(exp.iters)] for k in keys]
+        assert sorted(zip(*got_iters, strict=True)) == sorted(zip(*want_iters, strict=True)), label
         busy = defaultdict(int)
         for (backend, _), intervals in exp.busy.items():
             busy[backend] += union_ns(intervals)
@@ -315,6 +340,7 @@ def test_reference_rule_by_hand():
         ("dyn", "forward", "", "k3", "cat"): [1, 5, {"k3"}],
         ("dyn", "forward", "stageA/op:outer/op:inner", "memset", "cat"): [1, 1, {"memset"}],
     }
+    assert got.per_iter[("dyn", "forward", "stageA", "outer", "")] == {0: 20}
     assert union_ns(got.busy[("dyn", 0)]) == 10 + 20 + 1  # k3 [1020,1025) lies inside k2 [1010,1030)
 
 

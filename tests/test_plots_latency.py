@@ -69,3 +69,20 @@ def test_no_timed_config_still_gives_a_figure():
     fig = latency_figure([record(LABELS[0], status="failed")])
     assert len(fig.data) == 0
     assert fig.layout.annotations[-1].text == "no config timed successfully"
+
+
+def test_error_bars_span_the_fastest_to_the_slowest_repeat(records, fig):
+    rec = records[0]
+    by_name = {t.name: t for t in fig.data if t.customdata[0][0] == LABELS[0]}
+    bwd, evl, fwd = by_name["dyn backward"], by_name["dyn eval"], by_name["dyn forward"]
+    assert fwd.error_y.array is None  # the bars of a train stack share one, on its top
+    top = bwd.base[0] + bwd.y[0]
+    train = rec["timings"]["dyn_train_ms"]
+    assert top + bwd.error_y.array[0] == pytest.approx(train["max"])
+    assert top - bwd.error_y.arrayminus[0] == pytest.approx(train["min"])
+    assert evl.y[0] + evl.error_y.array[0] == pytest.approx(rec["timings"]["dyn_eval_ms"]["max"])
+    assert bwd.customdata[0][2] == f"{train['min']:.3f} to {train['max']:.3f} ms"  # in the hover
+    # records from before repeats: one value each, no error bars
+    old = {k: v for k, v in rec.items() if k not in ("repeats", "timer", "timings")}
+    bars = [t for t in latency_figure([old]).data if t.name in ("dyn backward", "dyn eval")]
+    assert bars and all(t.error_y.array is None for t in bars)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from report_inputs import COLUMNS, opcalls_frame
+from report_inputs import opcalls_frame
 
 from embprof.plots.sunburst import (
     assign_letter_codes,
@@ -17,7 +17,7 @@ from embprof.plots.sunburst import (
     sunburst_nodes,
 )
 from embprof.results.busy import read_busy
-from embprof.results.opcalls import read_opcalls
+from embprof.results.opcalls import COLUMNS, read_opcalls
 
 REAL_TRACE = Path(__file__).parent / "data" / "nsys" / "h200_torch_nvtx_nsys2025.3.sqlite"
 
@@ -74,9 +74,9 @@ def test_rings_go_backend_phase_stages_op_and_parents_sum_their_children():
 
 def test_stage_and_op_of_one_name_stay_apart_and_duplicate_rows_add_up():
     rows = [
-        ("dyn", "forward", "", "x", 1, 0.5, 0.5, 1, "k", ""),
-        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "k", ""),
-        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "k", ""),
+        ("dyn", "forward", "", "x", 1, 0.5, 0.5, 1, "k", "", "0.5"),
+        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "k", "", "0.25"),
+        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "k", "", "0.25"),
     ]
     frame = pd.DataFrame(rows, columns=COLUMNS)
     nodes = sunburst_nodes(frame, assign_letter_codes(frame), "dyn")

@@ -85,8 +85,10 @@ def test_headline_has_every_config_and_dyn_over_trc_ratios(report, results):
     gpu = records[LABELS[0]]
     cells = re.findall(r"<td[^>]*>(.*?)</td>", next(r for r in rows if LABELS[0] in r))
     assert cells[2] == f"{gpu['dyn_train_ms']:.3f}"
-    assert cells[4] == f"{gpu['dyn_train_ms'] / gpu['trc_train_ms']:.2f}×"
-    assert cells[8] == f"{gpu['avg_n_unique']:,.0f}"
+    assert cells[3] == f"{gpu['timings']['dyn_train_ms']['spread_pct']:.1f}%" == "7.0%"  # 0.97..1.04
+    assert cells[6] == f"{gpu['dyn_train_ms'] / gpu['trc_train_ms']:.2f}×"
+    assert cells[12] == "5"  # repeats
+    assert cells[13] == f"{gpu['avg_n_unique']:,.0f}"
     failed_row = next(r for r in rows if FAILED in r)
     assert "failed: profile" in failed_row
     assert "ADAM is not supported by TBE on the CPU" in head

@@ -72,3 +72,14 @@ def test_markdown_and_cli(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 1
     assert bad.stderr.count("\n") == 1 and bad.stderr.startswith("embprof checks: error:")
+
+
+def test_a_failed_configs_per_op_files_are_not_checked(tmp_path: Path) -> None:
+    """Its profile failed this time: the per-op CSV and sidecar are an earlier run's (issue 17)."""
+    root = write_results(tmp_path, failed=None)
+    status = root / "status" / f"{LABELS[0]}.json"
+    status.write_text(json.dumps(json.loads(status.read_text()) | {"ok": False, "failed_step": "profile"}))
+    _with_walls(root, LABELS[0], {"dyn": 2.5, "trc": 1.12})
+    text = checks_markdown(root)
+    assert "9 of 9 within 5%" in text  # the other configs' rows, dyn and trc (adam: dyn only)
+    assert LABELS[0] not in text.split("## DynamicEmb against TBE")[0]

@@ -165,7 +165,7 @@ def test_one_config_params_rerun_only_that_config_and_aggregates(
     changed = GOOD_LABELS[0]
     config = crash_config(
         own / "changed.yaml",
-        overrides={"_sgd_gpu_": {"num_iterations": 3, "profile_iterations": 3}},
+        overrides={"_sgd_gpu_": {"num_iterations": 3, "profile_iterations": 3, "repeats": 4}},
     )
     done = snakemake(own, "--cores", "2", "report", "--configfile", str(config))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -177,6 +177,7 @@ def test_one_config_params_rerun_only_that_config_and_aggregates(
     }
     [record] = json.loads((own / "results" / "timing" / f"{changed}.json").read_text())
     assert record["num_iterations"] == 3
+    assert record["repeats"] == 4 and len(record["timings"]["dyn_eval_ms"]["repeats"]) == 4
 
 
 @pytest.mark.slow

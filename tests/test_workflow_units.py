@@ -147,8 +147,9 @@ def test_run_and_publish(tmp_path: Path, code: str, make_file: bool, ok: bool, r
 
 def test_timing_record_is_checked_before_it_is_published(tmp_path: Path) -> None:
     produced, out = tmp_path / "raw.json", tmp_path / "out.json"
-    for content, message in [("{", "not valid JSON"), ("[{}, {}]", "one record"),
-                             ('[{"label": "other"}]', "is not")]:
+    for content, message in [("{", "not valid JSON"), (json.dumps([{"label": GPU}, {"label": HBM}]), "one record"),
+                             (json.dumps([{"label": HBM}]), "is not"),
+                             ('[{"label": "other"}]', f"{produced}: record 0: not a config label")]:
         produced.write_text(content)
         with pytest.raises(ContractError, match=message):
             _publish_record(produced, GPU, out)
@@ -208,7 +209,9 @@ def test_benchmark_commands_follow_the_suite_contract() -> None:
                    ["--num-iterations", "3"], ["--results-file", "out.json"]):
         i = timing.index(option[0])
         assert timing[i:i + 2] == option
-    assert "--no-torchrec" in timing and "--num-tables=1" in timing
+    assert "--no-torchrec" in timing and "--num-tables=1" in timing and "--repeats" not in timing
+    repeated = timing_command("t::x[L]", "smoke", "out.json", repeats=9)
+    assert repeated[repeated.index("--repeats") + 1] == "9"
     nsys = nsys_profile_command("/opt/nsys", "results/traces/L", "t::x[L]", "seed", python="py")
     assert nsys[:2] == ["/opt/nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in nsys and "--trace=cuda,nvtx" in nsys

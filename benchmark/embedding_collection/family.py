@@ -58,7 +58,7 @@ def _flag(value: object, where: str) -> bool:
 def load_family(path: str | Path) -> Family:
     try:
         data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise FamilyError(f"{path}: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict) or not isinstance(data.get("runs"), dict) or not data["runs"]:
         raise FamilyError(f"{path}: needs a non-empty 'runs' mapping")

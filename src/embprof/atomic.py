@@ -20,6 +20,20 @@ if TYPE_CHECKING:  # the benchmark writes through here, where pandas need not be
     import pandas as pd
 
 
+_TEMP_STEM = 64
+
+
+def name_max(folder: str | os.PathLike[str]) -> int:
+    """The longest file name (bytes) the file system of ``folder`` (or its nearest existing parent) takes."""
+    here = Path(folder).absolute()
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        return os.pathconf(here, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -34,7 +48,8 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    # The temporary's name is bounded, so any name the file system takes can be written.
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:_TEMP_STEM]}.", suffix=suffix)
     os.close(fd)
     tmp = Path(name)
     try:

@@ -12,6 +12,11 @@ from __future__ import annotations
 import os
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+import yaml
+
+from embprof.errors import ConfigError
 
 KERNEL_CATEGORIES = "kernel_categories.yaml"
 BANDWIDTH_TABLE = "bandwidth.yaml"
@@ -30,3 +35,16 @@ def config_file(name: str, config_dir: str | os.PathLike[str] = "config") -> Pat
         raise ValueError(f"{name} is not a file a workflow's config/ may override ({OVERRIDABLE})")
     own = Path(config_dir) / name
     return own if own.is_file() else default_file(name)
+
+
+def read_yaml(path: str | os.PathLike[str], what: str) -> Any:
+    """The parsed YAML file; one line (:class:`ConfigError`) when it is missing, unreadable, not
+    text or not YAML. ``what`` names what the file should hold."""
+    try:
+        return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read {what}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text (UTF-8) file; expected {what} in YAML") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({' '.join(str(exc).split())}); expected {what}") from None

@@ -33,9 +33,25 @@ def triton_importable() -> bool:
     return True
 
 
+def _triton_for(is_cuda: bool) -> bool:
+    return is_cuda and os.environ.get(_ENV, "triton") != "torch" and triton_importable()
+
+
 def use_triton(tensor: torch.Tensor) -> bool:
     """True when ``tensor``'s step should run the fused Triton kernel."""
-    return tensor.is_cuda and os.environ.get(_ENV, "triton") != "torch" and triton_importable()
+    return _triton_for(tensor.is_cuda)
+
+
+def kernel_path(device: torch.device | str) -> str:
+    """Which kernels the hot steps run on ``device`` in this process, as a run's records name it.
+
+    ``triton`` (the fused kernels), ``torch`` (the fallback: not CUDA, Triton missing, or
+    ``DYNEMB_KERNELS=torch``), or ``triton+torch`` once some Triton kernel failed to
+    compile and its step ran in torch (``_run`` warns when that happens).
+    """
+    if not _triton_for(torch.device(device).type == "cuda"):
+        return "torch"
+    return "triton+torch" if _FAILED else "triton"
 
 
 def _ops(tensor: torch.Tensor):  # noqa: ANN202 - one of two modules with the same functions

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
-import yaml
 
 from embprof.bandwidth.expr import Formula, FormulaError, parse_formula
-from embprof.defaults import BANDWIDTH_TABLE, default_file
+from embprof.defaults import BANDWIDTH_TABLE, default_file, read_yaml
 from embprof.errors import ConfigError, ContractError
 
 if TYPE_CHECKING:  # the peak step runs where pandas may not be installed (envs/benchmark.yaml)
@@ -229,12 +228,7 @@ class BandwidthTable:
 def load_table(path: Path | str = DEFAULT_TABLE) -> BandwidthTable:
     """Read and check the table; ``ConfigError`` says what is wrong and where."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    raw = read_yaml(path, "a bandwidth table")
     try:
         jsonschema.validate(raw, _SCHEMA)
     except jsonschema.ValidationError as exc:

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from embprof import __version__
 from embprof.errors import EmbprofError
 
-# In the order the workflow runs them.
+# In the order the workflow runs them; then the recovery from a killed run.
 COMMANDS = (
     "collect", "profile", "export", "breakdown", "timing", "status", "aggregate", "plotly-js", "sunburst",
-    "latency-plot", "peak-bandwidth", "bandwidth", "bandwidth-plot", "environment", "report", "checks",
-    "ec-results",
+    "latency-plot", "peak-bandwidth", "bandwidth", "bandwidth-plot", "environment", "report", "checks", "diff",
+    "ec-results", "unlock",
 )
 
 

@@ -1,15 +1,18 @@
 """Record the machine and software versions of this run: environment.json.
 
-    embprof environment --preset smoke --profiler torch [--nsys PATH] \
+    embprof environment --preset smoke --profiler torch [--nsys PATH] [--suite-root CHECKOUT] \
         --out results/environment.json [results/timing/LABEL.json ...]
 
-Timing files (benchmark records) give the device the benchmark ran on.
+Timing files (benchmark records) give the device the benchmark ran on and the
+provenance of its numbers (commit, kernel path, versions, clocks, host load).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from embprof.cli.options import add_suite_root
 
 HELP = "record the machine and versions of this run"
 
@@ -20,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nsys", default=None)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("timing", nargs="*", type=Path, help="timing files: JSON lists of benchmark records")
+    add_suite_root(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -28,4 +32,5 @@ def run(args: argparse.Namespace) -> None:
     from embprof.workflow.environment import describe_environment
 
     records = [record for path in args.timing for record in read_records(path)]
-    write_environment(args.out, describe_environment(args.preset, args.profiler, args.nsys, records))
+    env = describe_environment(args.preset, args.profiler, args.nsys, records, args.suite_root)
+    write_environment(args.out, env)

@@ -26,8 +26,9 @@ HELP = "measure (or look up) the device's peak memory bandwidth"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("results/peak_bandwidth.json"))
     parser.add_argument("--device", default="auto", help="auto (default), cpu, cuda or cuda:N")
-    parser.add_argument("--records", type=Path,
-                        help="benchmark records (a JSON list or one object): describe the device they ran on")
+    parser.add_argument("--records", type=Path, nargs="+",
+                        help="benchmark records (files of a JSON list or one object; the timing files or "
+                             "benchmark_results.json): describe the device they ran on")
     parser.add_argument("--table", type=Path,
                         help="bandwidth table for datasheet values (default: config/bandwidth.yaml, else the packaged one)")
     parser.add_argument("--size-mib", type=float, help="copy buffer size (default 2048 on CUDA, 512 on the CPU)")
@@ -43,8 +44,8 @@ def run(args: argparse.Namespace) -> None:
     from embprof.results.peak import read_peak, write_peak
     from embprof.results.records import read_records
 
-    records = read_records(args.records) if args.records is not None else []
-    device, name = target_device(records, args.device, str(args.records))
+    records = [record for path in args.records or () for record in read_records(path)]
+    device, name = target_device(records, args.device, ", ".join(map(str, args.records or ())))
     if args.out.exists() and not args.force:
         try:
             cached = read_peak(args.out)

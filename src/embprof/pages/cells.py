@@ -48,6 +48,7 @@ fmt_signed_pct = _formatter("{:+.1f}%")
 fmt_signed_ms = _formatter("{:+.3f}")
 fmt_gbps = _formatter("{:,.1f}")
 fmt_count = _formatter("{:,.0f}")
+fmt_p = _formatter("{:.2g}")  # a p-value
 
 
 def fmt_calls(value: Any) -> str:

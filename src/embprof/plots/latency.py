@@ -2,8 +2,9 @@
 
 A row per optimizer and a panel per suite (GPU, Caching at each cache
 footprint ratio, NoCaching, NoHBM). In a panel, each config shows a stacked
-forward + backward training bar and an eval bar per backend; a button switches
-every y axis between linear and log scale.
+forward + backward training bar and an eval bar per backend (medians of the
+repeats), with error bars from the fastest to the slowest repeat of the train
+and eval times; a button switches every y axis between linear and log scale.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from plotly.subplots import make_subplots
 
 from embprof.labels import format_cap, parse_label
 from embprof.plots.figures import BACKEND_NAMES, base_layout, new_figure
+from embprof.results.timings import repeat_values
 
 MODE_ORDER = ("gpu", "caching", "no_caching", "no_hbm")
 MODE_TITLES = {"gpu": "GPU", "caching": "Caching", "no_caching": "NoCaching", "no_hbm": "NoHBM"}
@@ -56,6 +58,8 @@ class Timed:
     panel: Panel
     short: str
     ms: Mapping[str, float | None]
+    # (fastest, slowest) repeat of each train and eval metric; None with fewer than two repeats
+    ranges: Mapping[str, tuple[float, float] | None]
 
 
 def _number(value: Any) -> float | None:
@@ -81,6 +85,7 @@ def timed_configs(records: Iterable[Mapping[str, Any]]) -> list[Timed]:
         keys = [
             f"{b}_{p}_ms" for b in ("dyn", "trc") for p in ("forward", "backward", "train", "eval")
         ]
+        repeats = {k: repeat_values(record, k) for k in keys if k.endswith(("_train_ms", "_eval_ms"))}
         timed.append(
             Timed(
                 label=record["label"],
@@ -88,6 +93,7 @@ def timed_configs(records: Iterable[Mapping[str, Any]]) -> list[Timed]:
                 panel=Panel(MODE_ORDER.index(fields.mode), cfr, fields.mode),
                 short=short,
                 ms={k: _number(record.get(k)) for k in keys},
+                ranges={k: (min(v), max(v)) if len(v) > 1 else None for k, v in repeats.items()},
             )
         )
     return timed
@@ -103,6 +109,7 @@ def _bar(
     train = [t.ms[f"{backend}_train_ms"] for t in timed]
     base = [t.ms[f"{backend}_{base_part}_ms"] or 0.0 for t in timed] if base_part else None
     name = f"{backend} {part}"
+    spans = _spans(timed, backend, group)
     return go.Bar(
         x=[t.short for t in timed],
         y=ys,
@@ -111,6 +118,7 @@ def _bar(
         legendgroup=name,
         showlegend=first,
         offsetgroup=f"{backend}-{group}",
+        error_y=_error_bars(timed, ys, base, spans) if part in ("backward", "eval") else None,
         marker=dict(
             color=SERIES_COLORS[(backend, part)],
             # overlay: white hatching on the bar's colour (plotly's default replaces the colour)
@@ -121,13 +129,38 @@ def _bar(
                 fillmode="overlay",
             ),
         ),
-        customdata=[[t.label, tr] for t, tr in zip(timed, train, strict=True)],
+        customdata=[
+            [t.label, tr, _span_text(span)] for t, tr, span in zip(timed, train, spans, strict=True)
+        ],
         hovertemplate=(
             f"<b>{BACKEND_NAMES.get(backend, backend)} {part}</b>: %{{y:.3f}} ms"
             + ("<br>train (measured): %{customdata[1]:.3f} ms" if group == "train" else "")
+            + f"<br>{group} repeats: %{{customdata[2]}}"
             + "<br>%{customdata[0]}<extra></extra>"
         ),
     )
+
+
+def _spans(timed: list[Timed], backend: str, group: str) -> list[tuple[float, float] | None]:
+    return [t.ranges.get(f"{backend}_{group}_ms") for t in timed]
+
+
+def _span_text(span: tuple[float, float] | None) -> str:
+    return "one" if span is None else f"{span[0]:.3f} to {span[1]:.3f} ms"
+
+
+def _error_bars(
+    timed: list[Timed], ys: list[float | None], base: list[float] | None,
+    spans: list[tuple[float, float] | None],
+) -> dict[str, Any] | None:
+    """Error bars from the top of a bar (a train stack's top, or an eval bar) down to the fastest
+    repeat and up to the slowest; none where no config has two repeats."""
+    if all(span is None for span in spans):
+        return None
+    tops = [(y or 0.0) + (b or 0.0) for y, b in zip(ys, base or [0.0] * len(ys), strict=True)]
+    up = [max(span[1] - top, 0.0) if span else 0.0 for span, top in zip(spans, tops, strict=True)]
+    down = [max(top - span[0], 0.0) if span else 0.0 for span, top in zip(spans, tops, strict=True)]
+    return dict(type="data", symmetric=False, array=up, arrayminus=down, thickness=1.2, width=3, color="#444")
 
 
 def latency_figure(

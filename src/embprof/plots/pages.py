@@ -27,6 +27,7 @@ from embprof.results.configs import read_configs
 from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
 from embprof.results.records import read_results
+from embprof.results.steps import per_op_labels
 
 BANDWIDTH_TITLE = "Achieved memory bandwidth per op"
 
@@ -82,7 +83,7 @@ def write_bandwidth_plot(layout: ResultsLayout, png: Path, html: Path, shared_js
     """
     from embprof.bandwidth.view import bandwidth_figure, load_bandwidth  # pandas: this step only
 
-    labels = [c.label for c in read_configs(layout.configs)]
+    labels = per_op_labels(layout, [c.label for c in read_configs(layout.configs)])  # a failed config: none
     bandwidth, peak = load_bandwidth(layout, labels)
     fig = bandwidth_figure(bandwidth, peak)
     rows = sum(len(frame) for frame in (bandwidth or {}).values())

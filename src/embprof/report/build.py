@@ -21,7 +21,8 @@ from markupsafe import Markup
 
 from embprof.atomic import atomic_path, write_text
 from embprof.bandwidth.view import bandwidth_figure, load_bandwidth, with_bandwidth
-from embprof.errors import ContractError
+from embprof.compare import Run, compare_runs, load_opcalls, load_run
+from embprof.compare.render import TEST_NOTE, config_cells, op_cells
 from embprof.pages.cells import Cells, to_cells
 from embprof.pages.html import LegendItem, legend_items, render
 from embprof.pages.legend import LEGEND_BANDWIDTH_VIEW, LEGEND_VIEW, busy_note, config_legends
@@ -29,22 +30,22 @@ from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import BACKEND_NAMES, dom_id, figure_div
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
-from embprof.report import compare, environment, markdown
+from embprof.report import environment, markdown
 from embprof.report.tables import HEADLINE_VIEW, TOP_OPS_VIEW, headline, top_ops
 from embprof.results.busy import BusyTime, read_busy
 from embprof.results.configs import read_configs
 from embprof.results.environment import read_environment
 from embprof.results.layout import SUNBURST_PNG_PREFIX, ResultsLayout
-from embprof.results.opcalls import read_opcalls
 from embprof.results.peak import Peak
 from embprof.results.records import read_results
-from embprof.results.steps import read_statuses
+from embprof.results.steps import read_statuses, succeeded
 
 TITLE = "DynamicEmb vs TorchRec TBE: latency report"
 FIGURES = "figures"
 LATENCY_PNG = "latency.png"
 BANDWIDTH_PNG = "bandwidth.png"
 BACKEND_SUNBURST_PX = 520
+OP_DELTA_ROWS = 25
 
 
 @dataclass(frozen=True)
@@ -60,33 +61,11 @@ class ReportInputs:
     compare_to: Path | None = None
 
 
-@dataclass
-class _Run:
-    """Everything one results folder holds that the report reads."""
-
-    records: list[dict[str, Any]]
-    opcalls: dict[str, pd.DataFrame]
-
-
 def _load_opcalls(
     layout: ResultsLayout, labels: list[str]
 ) -> tuple[dict[str, pd.DataFrame], dict[str, BusyTime | None]]:
-    frames, busy = {}, {}
-    for label in labels:
-        path = layout.opcalls(label)
-        if path.exists():
-            frames[label] = read_opcalls(path)
-            busy[label] = read_busy(layout.busy(label))
-    return frames, busy
-
-
-def _load_previous(folder: Path) -> _Run:
-    if not folder.is_dir():
-        raise ContractError(f"--compare-to {folder}: no such directory")
-    previous = ResultsLayout(folder)
-    records = read_results(previous.benchmark_results)
-    frames, _ = _load_opcalls(previous, [r["label"] for r in records])
-    return _Run(records, frames)
+    frames = load_opcalls(layout, labels)
+    return frames, {label: read_busy(layout.busy(label)) for label in frames}
 
 
 @dataclass(frozen=True)
@@ -114,6 +93,9 @@ class _Comparison:
     name: str
     configs: Cells
     ops: Cells
+    warnings: list[str]
+    note: str
+    tally: str
 
 
 def sunburst_png_name(label: str) -> str:
@@ -133,10 +115,11 @@ def build_report(inputs: ReportInputs) -> Path:
     failed_steps = {
         lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"] and lab in labels
     }
-    opcalls, busy = _load_opcalls(layout, labels)
-    bandwidth, peak = load_bandwidth(layout, labels)
+    shown = succeeded(statuses, labels)
+    opcalls, busy = _load_opcalls(layout, shown)
+    bandwidth, peak = load_bandwidth(layout, shown)
     bandwidth_fig = bandwidth_figure(bandwidth, peak)
-    previous = _load_previous(inputs.compare_to) if inputs.compare_to else None
+    previous = load_run(inputs.compare_to) if inputs.compare_to else None
 
     out = Path(inputs.out_dir)
     figures_dir = out / FIGURES
@@ -169,7 +152,7 @@ def build_report(inputs: ReportInputs) -> Path:
         for label in labels
     ]
     failed = [_failed(statuses[label]) for label in sorted(failed_steps)]
-    comparison = _comparison(records, opcalls, previous, inputs.compare_to)
+    comparison = _comparison(Run(str(layout.root), records, opcalls, env), previous)
 
     summary = markdown.summary(
         title=TITLE,
@@ -181,6 +164,9 @@ def build_report(inputs: ReportInputs) -> Path:
         comparison_name=comparison.name if comparison else None,
         config_deltas=comparison.configs if comparison else None,
         op_deltas=comparison.ops if comparison else None,
+        comparison_notes=(
+            [f"**{comparison.tally}**", *comparison.warnings, comparison.note] if comparison else ()
+        ),
     )
     page = render(
         "report.html.j2",
@@ -272,7 +258,7 @@ def _section(
         reason = (
             f"No breakdown: the {failed_steps[label]} step failed (see Failed configs)."
             if label in failed_steps
-            else "No breakdown: the workflow wrote no per-op CSV for this config."
+            else "No breakdown: the workflow recorded no successful run of this config."
         )
         return _Section(label, test_id, anchor, "", [], reason)
     legends = config_legends(frame)
@@ -317,18 +303,16 @@ def _failed(status: Mapping[str, Any]) -> _Failed:
     )
 
 
-def _comparison(
-    records: list[dict[str, Any]],
-    opcalls: dict[str, pd.DataFrame],
-    previous: _Run | None,
-    folder: Path | None,
-) -> _Comparison | None:
-    if previous is None or folder is None:
+def _comparison(current: Run, previous: Run | None) -> _Comparison | None:
+    """The run against the folder of ``compare_to`` (embprof.compare, as ``embprof diff`` does)."""
+    if previous is None:
         return None
+    found = compare_runs(previous, current)
     return _Comparison(
-        name=str(folder),
-        configs=to_cells(
-            compare.config_deltas(records, previous.records), compare.CONFIG_DELTA_VIEW
-        ),
-        ops=to_cells(compare.op_deltas(opcalls, previous.opcalls), compare.OP_DELTA_VIEW),
+        name=previous.name,
+        configs=config_cells(found.configs),
+        ops=op_cells(found.largest_ops(OP_DELTA_ROWS)),
+        warnings=found.warnings,
+        note=TEST_NOTE.format(alpha=found.alpha),
+        tally=found.tally(),
     )

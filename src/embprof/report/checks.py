@@ -24,6 +24,7 @@ from embprof.results.busy import read_busy
 from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
 from embprof.results.records import read_results
+from embprof.results.steps import per_op_labels
 
 CONSISTENCY_TOLERANCE = 0.05
 # NVIDIA dynamicemb's published training-time ratios to TBE on an H100 (dyn / trc):
@@ -110,7 +111,7 @@ def _md(table: pd.DataFrame, floats: str = "{:.3f}") -> str:
 def checks_markdown(results_dir: Path) -> str:
     results_dir = Path(results_dir)
     records = [r for r in read_results(ResultsLayout(results_dir).benchmark_results) if r.get("status", "ok") == "ok"]
-    labels = sorted(r["label"] for r in records)
+    labels = per_op_labels(ResultsLayout(results_dir), sorted(r["label"] for r in records))
     sums = consistency(results_dir, labels)
     passed = int(sums["within_5pct"].sum())
     return (
@@ -124,7 +125,7 @@ def checks_markdown(results_dir: Path) -> str:
         "the range and the device work launched in it are done, as the timing run measures a step. "
         "`host range only` (sidecars written before that rule): the range's host time, which for a "
         "backend that does not wait for its GPU work ends before that work does and is no iteration "
-        "time.\n\n" + _md(overhead(results_dir, records), "{:.2f}")
+        "time.\n\n" + _md(overhead(results_dir, [r for r in records if r["label"] in labels]), "{:.2f}")
         + "\n## DynamicEmb against TBE, beside the reference system\n\n"
         "Train ms per iteration, dyn / trc, with NVIDIA dynamicemb's published H100 ratio where there is "
         "one.\n\n" + _md(against_reference(records), "{:.2f}")

@@ -7,6 +7,7 @@ from typing import Any
 
 from embprof.pages.legend import CPU_STAND_IN_NOTE
 from embprof.results.busy import BusyTime
+from embprof.results.provenance import read_provenance
 
 __all__ = ["CPU_STAND_IN_NOTE", "cpu_stand_in", "environment_rows", "one_line"]
 FIELDS = (
@@ -25,17 +26,39 @@ FIELDS = (
     ("date", "date"),
     ("hostname", "host"),
 )
+PROVENANCE_FIELDS = (
+    ("git_commit", "git commit"),
+    ("git_dirty", "uncommitted changes"),
+    ("kernel_path", "dynemb kernels"),
+    ("triton", "Triton"),
+    ("cuda", "CUDA (torch)"),
+    ("gpu_clocks", "GPU clocks at start (MHz)"),
+    ("host_load_1m", "host load at start (1 min, highest)"),
+    ("cpu_count", "CPUs"),
+    ("torch_threads", "torch threads"),
+    ("started_at", "first run started"),
+)
 UNKNOWN = "unknown"
 
 
 def environment_rows(env: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Known fields in a fixed order, then any extra ones by name; null shows as unknown."""
+    """Known fields in a fixed order, the provenance (a null with its reason), then any extra
+    ones by name; null shows as unknown."""
     known = [(title, _text(env.get(key))) for key, title in FIELDS]
-    extra = [(key, _text(env[key])) for key in sorted(env) if key not in dict(FIELDS)]
+    provenance = read_provenance(env)
+    reasons = provenance["null_reasons"]
+    known += [
+        (title, _text(provenance[key]) if provenance[key] is not None else f"{UNKNOWN} ({reasons[key]})")
+        for key, title in PROVENANCE_FIELDS
+    ]
+    skip = {*dict(FIELDS), "provenance"}
+    extra = [(key, _text(env[key])) for key in sorted(env) if key not in skip]
     return known + extra
 
 
 def _text(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k} {_text(v)}" for k, v in value.items())
     return UNKNOWN if value is None or value == "" else str(value)
 
 

@@ -37,6 +37,7 @@ def summary(
     comparison_name: str | None = None,
     config_deltas: Cells | None = None,
     op_deltas: Cells | None = None,
+    comparison_notes: Sequence[str] = (),
 ) -> str:
     parts = [f"# {title}", "", environment_line, ""]
     if cpu_note:
@@ -44,7 +45,8 @@ def summary(
     parts += [
         "## Configs",
         "",
-        "Milliseconds per iteration; ratios are dyn / trc.",
+        "Milliseconds per iteration, the median of the repeats (± %: (max − min) / median); "
+        "ratios are dyn / trc.",
         "",
         md_table(headline),
         "",
@@ -63,7 +65,9 @@ def summary(
             ]
     parts += ["## Ops that cost most across configs", "", md_table(top_ops), ""]
     if comparison_name is not None and config_deltas is not None and op_deltas is not None:
-        parts += [f"## Changes against `{comparison_name}`", "", md_table(config_deltas), ""]
+        parts += [f"## Changes against `{comparison_name}`", ""]
+        parts += [f"> {note}" for note in comparison_notes] + ([""] if comparison_notes else [])
+        parts += [md_table(config_deltas), ""]
         if op_deltas.rows:
             parts += ["Largest per-op moves:", "", md_table(op_deltas), ""]
     parts += ["Full report with figures: `report/index.html`.", ""]

@@ -10,6 +10,9 @@ import numpy as np
 import pandas as pd
 
 from embprof.pages.cells import Column, as_number, fmt_count, fmt_ms, fmt_pct, fmt_ratio
+from embprof.results.timings import repeat_values, timing_summary
+
+SPREAD_METRICS = ("dyn_train_ms", "trc_train_ms", "dyn_eval_ms", "trc_eval_ms")
 
 
 def ratio(numerator: float, denominator: float) -> float:
@@ -24,7 +27,8 @@ def headline(
     records: Mapping[str, Mapping[str, Any]],
     failed: Mapping[str, str],
 ) -> pd.DataFrame:
-    """One row per config: dyn and trc train and eval ms, dyn/trc ratios, unique ids per iteration.
+    """One row per config: dyn and trc train and eval ms (medians of the repeats) with their
+    spreads, dyn/trc ratios, unique ids per iteration.
 
     ``failed`` maps a label to the step that failed; such rows keep their label
     and show the failure instead of numbers.
@@ -41,10 +45,16 @@ def headline(
         status = record.get("status", "ok" if record else "missing")
         if label in failed:
             status = f"failed: {failed[label]}"
+        summaries = {m: timing_summary(record, m) for m in SPREAD_METRICS}
+        spreads = {
+            f"{m}_spread": as_number(s["spread_pct"]) if s else math.nan for m, s in summaries.items()
+        }
         rows.append(
             {
                 "label": label,
                 "status": status,
+                **spreads,
+                "repeats": len(repeat_values(record, "dyn_train_ms")) or math.nan,
                 "dyn_train_ms": ms["dyn_train_ms"],
                 "trc_train_ms": ms["trc_train_ms"],
                 "train_ratio": ratio(ms["dyn_train_ms"], ms["trc_train_ms"]),
@@ -63,11 +73,16 @@ HEADLINE_COLUMNS = [
     "label",
     "status",
     "dyn_train_ms",
+    "dyn_train_ms_spread",
     "trc_train_ms",
+    "trc_train_ms_spread",
     "train_ratio",
     "dyn_eval_ms",
+    "dyn_eval_ms_spread",
     "trc_eval_ms",
+    "trc_eval_ms_spread",
     "eval_ratio",
+    "repeats",
     "unique_ids",
     "total_ids",
     "trc_note",
@@ -117,11 +132,16 @@ HEADLINE_VIEW = (
     Column("label", "config"),
     Column("status", "status"),
     Column("dyn_train_ms", "dyn train ms", fmt_ms, True),
+    Column("dyn_train_ms_spread", "± %", fmt_pct, True),
     Column("trc_train_ms", "trc train ms", fmt_ms, True),
+    Column("trc_train_ms_spread", "± %", fmt_pct, True),
     Column("train_ratio", "train dyn/trc", fmt_ratio, True),
     Column("dyn_eval_ms", "dyn eval ms", fmt_ms, True),
+    Column("dyn_eval_ms_spread", "± %", fmt_pct, True),
     Column("trc_eval_ms", "trc eval ms", fmt_ms, True),
+    Column("trc_eval_ms_spread", "± %", fmt_pct, True),
     Column("eval_ratio", "eval dyn/trc", fmt_ratio, True),
+    Column("repeats", "repeats", fmt_count, True),
     Column("unique_ids", "unique ids/iter", fmt_count, True),
 )
 TOP_OPS_VIEW = (

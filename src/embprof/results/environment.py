@@ -9,9 +9,10 @@ from embprof.atomic import write_json
 from embprof.results.jsonfile import read_object
 
 # The fields the environment step writes (docs/DESIGN.md, "Outputs"); None where unknown.
+# ``provenance`` is the records' (embprof.results.provenance); files from before it read without.
 FIELDS = (
     "device", "gpu_name", "driver", "cpu_name", "python", "torch", "fbgemm_gpu", "torchrec",
-    "snakemake", "profiler", "nsys_version", "preset", "date", "hostname",
+    "snakemake", "profiler", "nsys_version", "preset", "date", "hostname", "provenance",
 )
 
 

@@ -166,6 +166,10 @@ class ResultsLayout:
     def ec_results(self) -> Path:
         return self.ec_dir / "results.json"
 
+    # The settings that shaped a step's outputs (embprof.workflow.settings): per config where they differ.
+    def settings(self, rule: str, label: str | None = None) -> Path:
+        return self._per_job("settings", rule, label, ".json")
+
     # Each job's log and Snakemake's run time of it.
     def log(self, rule: str, label: str | None = None) -> Path:
         return self._per_job("logs", rule, label, ".log")

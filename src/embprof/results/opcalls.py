@@ -1,10 +1,16 @@
-"""The per-op CSV (``opcalls__<label>.csv``): the breakdown writes it, plots, bandwidth and report read it."""
+"""The per-op CSV (``opcalls__<label>.csv``): the breakdown writes it, plots, bandwidth and report read it.
+
+``ms_by_iter`` holds a row's ms in each profiled iteration, ``;``-joined; CSVs
+written before it existed read with it empty (no samples to test a change on).
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from embprof.atomic import write_csv
 from embprof.errors import ContractError
@@ -14,10 +20,31 @@ if TYPE_CHECKING:
 
 COLUMNS = (
     "backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter",
-    "total_ms", "num_iters", "kernel_names", "fallback_category",
+    "total_ms", "num_iters", "kernel_names", "fallback_category", "ms_by_iter",
 )
-TEXT_COLUMNS = ("backend", "phase", "parent_stages", "op", "kernel_names", "fallback_category")
+TEXT_COLUMNS = (
+    "backend", "phase", "parent_stages", "op", "kernel_names", "fallback_category", "ms_by_iter",
+)
 NUMBER_COLUMNS = ("calls_per_iter", "avg_ms_per_iter", "total_ms", "num_iters")
+SAMPLE_SEPARATOR = ";"
+
+
+def format_iteration_ms(ms: np.ndarray) -> list[str]:
+    """Rows x iterations of ms -> one ``ms_by_iter`` text per row (6 significant digits)."""
+    text = np.char.mod("%.6g", np.asarray(ms, dtype=float))
+    return [SAMPLE_SEPARATOR.join(row) for row in text]
+
+
+def iteration_samples(frame: pd.DataFrame) -> np.ndarray:
+    """``ms_by_iter`` as rows x iterations of floats, NaN-padded; a row without samples is all NaN.
+
+    Raises ValueError on a value that is not a number.
+    """
+    text = frame["ms_by_iter"].fillna("").astype(str)
+    if len(text) == 0 or not text.str.len().any():
+        return np.full((len(text), 0), np.nan)
+    cells = text.str.split(SAMPLE_SEPARATOR, expand=True).replace("", np.nan)
+    return cells.astype(float).to_numpy()
 
 
 def write_opcalls(table: pd.DataFrame | Mapping[str, Any], path: str | os.PathLike[str]) -> None:
@@ -27,7 +54,6 @@ def write_opcalls(table: pd.DataFrame | Mapping[str, Any], path: str | os.PathLi
 
 def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:
     """One config's rows: text columns as str ('' for empty), numbers as finite floats >= 0."""
-    import numpy as np
     import pandas as pd
 
     try:
@@ -40,6 +66,8 @@ def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise ContractError(f"{path}: empty file, expected a header row") from None
     except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise ContractError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+    if "ms_by_iter" not in frame.columns:  # written before per-iteration samples
+        frame["ms_by_iter"] = ""
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ContractError(f"{path}: missing column(s) {', '.join(missing)}")
@@ -58,4 +86,26 @@ def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:
     if empty_key.any():
         line = int(np.flatnonzero(empty_key.to_numpy())[0]) + 2
         raise ContractError(f"{path}: line {line}: backend, phase and op must not be empty")
+    _check_samples(path, frame)
     return frame
+
+
+def _check_samples(path: str | os.PathLike[str], frame: pd.DataFrame) -> None:
+    """A row's ``ms_by_iter``: empty, or ``num_iters`` finite numbers >= 0."""
+    try:
+        samples = iteration_samples(frame)
+    except ValueError:
+        samples = None
+    given = frame["ms_by_iter"].str.len().to_numpy() > 0
+    if samples is not None:
+        counts = np.sum(~np.isnan(samples), axis=1)
+        good = (counts == frame["num_iters"].to_numpy()) & ~np.any(samples < 0, axis=1)
+        bad = given & ~good
+    else:
+        bad = given
+    if bad.any():
+        line = int(np.flatnonzero(bad)[0]) + 2
+        raise ContractError(
+            f"{path}: line {line}: ms_by_iter must hold num_iters numbers >= 0 joined by "
+            f"'{SAMPLE_SEPARATOR}', got {frame['ms_by_iter'].iloc[line - 2]!r}"
+        )

@@ -3,7 +3,9 @@
 A timing file (``timing/<label>.json``) and ``benchmark_results.json`` are JSON
 lists of records; the benchmark appends to its ``--results-file`` under a lock.
 The EmbeddingCollection benchmark's records follow the same rules with their own
-fields (:data:`EC_RESULT_FIELDS`).
+fields (:data:`EC_RESULT_FIELDS`). A benchmark record's per-repeat timings and its
+provenance have modules of their own (:mod:`embprof.results.timings`,
+:mod:`embprof.results.provenance`); this one checks that a new record carries both.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from embprof.atomic import write_json, write_text
 from embprof.errors import ContractError
 from embprof.labels import parse_label
 from embprof.results.jsonfile import read_json
+from embprof.results.provenance import check_provenance
+from embprof.results.timings import check_timings
 
 RESULT_FIELDS = (
     "label", "gpu_name", "device", "num_tables", "batch_size", "embedding_dim", "optimizer_type",
@@ -26,7 +30,8 @@ RESULT_FIELDS = (
     "feature_distribution", "alpha", "max_hotness", "avg_n_unique", "avg_n_total",
     "num_iterations", "dyn_forward_ms", "dyn_backward_ms", "dyn_train_ms", "dyn_eval_ms",
     "trc_forward_ms", "trc_backward_ms", "trc_train_ms", "trc_eval_ms", "torch_version",
-    "fbgemm_gpu_version", "torchrec_version", "trc_skip_reason", "status",
+    "fbgemm_gpu_version", "torchrec_version", "trc_skip_reason", "status", "repeats", "timer",
+    "timings", "provenance",
 )
 EC_RESULT_FIELDS = (
     "label", "benchmark", "status", "skip_reason", "use_index_dedup", "use_dynamic_embedding",
@@ -42,11 +47,15 @@ LOCK_TIMEOUT_S = 120
 
 
 def check_record(record: dict[str, Any], fields: Sequence[str] = RESULT_FIELDS) -> None:
-    """A record carries exactly the contract's fields."""
+    """A record carries exactly the contract's fields (a benchmark record: complete timings and
+    provenance too). Readers take older records without them."""
     missing = [f for f in fields if f not in record]
     extra = [f for f in record if f not in fields]
     if missing or extra:
         raise ContractError(f"result record fields: missing {missing}, unexpected {extra}")
+    if fields is RESULT_FIELDS:
+        check_timings(record)
+        check_provenance(record["provenance"])
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -95,10 +104,8 @@ def merge_results(paths: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any
     merged: dict[str, dict[str, Any]] = {}
     origin: dict[str, str] = {}
     for path in paths:
-        for record in read_records(path):
-            label = record.get("label")
-            if not isinstance(label, str):
-                raise ContractError(f"{path}: a record has no string 'label'")
+        for record in read_results(path):  # a bad record is named by the file it came from
+            label = record["label"]
             if label in merged:
                 raise ContractError(f"{path}: label {label!r} already came from {origin[label]}")
             merged[label], origin[label] = record, str(path)

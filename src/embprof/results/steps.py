@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,9 +44,12 @@ class StepRecord:
     def read(cls, path: str | os.PathLike[str]) -> StepRecord:
         data = read_object(path, "a step record")
         try:
-            return cls(**data)
+            record = cls(**data)
         except TypeError as exc:
             raise ContractError(f"{path}: not a step record ({exc})") from None
+        if not isinstance(record.ok, bool) or not isinstance(record.step, str):
+            raise ContractError(f"{path}: not a step record (ok must be true or false, step a name)")
+        return record
 
 
 def merge_status(label: str, test_id: str, records: Sequence[StepRecord]) -> dict[str, Any]:
@@ -105,6 +108,10 @@ def read_status(path: str | os.PathLike[str]) -> dict[str, Any]:
         parse_label(label if isinstance(label, str) else "")
     except ValueError:
         raise ContractError(f"{path}: status: not a config label: {label!r}") from None
+    if not isinstance(data["ok"], bool):
+        raise ContractError(f"{path}: status: ok must be true or false, got {data['ok']!r}")
+    if not data["ok"] and not isinstance(data["failed_step"], str):
+        raise ContractError(f"{path}: status: a failed config needs its failed_step, got {data['failed_step']!r}")
     return data
 
 
@@ -115,3 +122,18 @@ def read_statuses(status_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any
         raise ContractError(f"{folder}: no such directory")
     statuses = [read_status(path) for path in sorted(folder.glob("*.json"))]
     return {s["label"]: s for s in statuses}
+
+
+def succeeded(statuses: Mapping[str, Mapping[str, Any]], labels: Iterable[str]) -> list[str]:
+    """The ``labels`` whose status is ok: only they have per-op outputs of this run (per-op CSV,
+    sunburst, bandwidth). A failed config shows only its failure; whatever an earlier run
+    left in opcalls/, sunburst/ or bandwidth/ for it is never read."""
+    return [label for label in labels if label in statuses and statuses[label]["ok"]]
+
+
+def per_op_labels(layout: ResultsLayout, labels: Iterable[str]) -> list[str]:
+    """The ``labels`` whose per-op files in the folder are of its run (:func:`succeeded`); every
+    one of them in a folder without ``status/`` (written before statuses existed)."""
+    if not layout.status_dir.is_dir():
+        return list(labels)
+    return succeeded(read_statuses(layout.status_dir), labels)

@@ -37,20 +37,47 @@ def breakdown(paths: list[Path], layout: str = "default", categories: Path | Non
     return {label: lb.rows for label, lb in run_breakdown(paths, layout, categories).items()}
 
 
+def check_output_names(results: dict[str, LabelBreakdown], out_dir: Path) -> None:
+    """Every label gets file names of its own that this file system takes; else :class:`TraceError`
+    naming a trace of the label, before anything is written."""
+    from embprof.atomic import name_max
+    from embprof.results.layout import busy_name, opcalls_name
+
+    limit = name_max(out_dir)
+    owner: dict[str, str] = {}
+    for label, lb in results.items():
+        trace = lb.traces[0] if lb.traces else "-"
+        name = opcalls_name(label)
+        if name in owner:
+            raise TraceError(trace, f"labels {owner[name]!r} and {label!r} both become the file name {name}")
+        owner[name] = label
+        longest = max(len(n.encode()) for n in (name, busy_name(label)))
+        if longest > limit:
+            raise TraceError(trace, f"config label {label[:48]!r}... is too long for a file name "
+                                    f"({longest} bytes; this file system takes {limit})")
+
+
 def write_outputs(results: dict[str, LabelBreakdown], out_dir: Path) -> list[Path]:
-    """Write ``opcalls__<label>.csv`` and its ``.busy.json`` per label into ``out_dir``; returns the
-    CSV paths (the folder is a results folder's ``opcalls/``, or any other)."""
+    """Write ``opcalls__<label>.csv`` and its ``.busy.json`` per label into ``out_dir``, all or none:
+    every file goes to a temporary first, and they are renamed into place only once all are
+    written. Returns the CSV paths (the folder is a results folder's ``opcalls/``, or any other)."""
+    from contextlib import ExitStack
+
+    from embprof.atomic import atomic_path
     from embprof.results.busy import write_busy
     from embprof.results.layout import busy_name, opcalls_name
     from embprof.results.opcalls import write_opcalls
 
+    check_output_names(results, Path(out_dir))
     written = []
-    for label, lb in results.items():
-        csv = Path(out_dir) / opcalls_name(label)
-        write_busy(lb.busy_info(), Path(out_dir) / busy_name(label))
-        write_opcalls(lb.columns, csv)
-        written.append(csv)
+    with ExitStack() as publish:
+        for label, lb in results.items():
+            csv = Path(out_dir) / opcalls_name(label)
+            write_busy(lb.busy_info(), publish.enter_context(atomic_path(Path(out_dir) / busy_name(label))))
+            write_opcalls(lb.columns, publish.enter_context(atomic_path(csv)))
+            written.append(csv)
     return written
 
 
-__all__ = ["LAYOUTS", "LabelBreakdown", "TraceError", "breakdown", "run_breakdown", "write_outputs"]
+__all__ = ["LAYOUTS", "LabelBreakdown", "TraceError", "breakdown", "check_output_names", "run_breakdown",
+           "write_outputs"]

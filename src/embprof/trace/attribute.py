@@ -41,6 +41,7 @@ class Groups:
     is_op_range: list[bool]
     kind: list[int]
     kernel_name: list[str]
+    iteration: list[int]  # the config's profiled iteration in this trace, 0-based in start order
     calls: list[int]
     total_ns: list[int]
     first_seen: list[int]  # order of first appearance in the trace's work tables
@@ -63,14 +64,10 @@ class Attributed:
 
 def attribute(source: TraceSource, layout: str = "default", chunk_rows: int | None = CHUNK_ROWS) -> Attributed:
     """Attribute one trace's work; ``chunk_rows`` None reads every stream as one chunk."""
-    store = CallStore()
     try:
-        ctx = sweep(source.ranges(), source.calls(), layout, chunk_rows, store)
-    except OutOfOrder:
-        store = CallStore()
-        ctx = sweep(source.ranges(), source.calls(), layout, None, store)
-    if ctx.unclosed:
-        raise TraceError(source.path, f"{ctx.unclosed} NVTX range(s) never closed (no end time); the capture was cut inside them")
+        ctx, store = _sweep(source, layout, chunk_rows)
+    except OverflowError as exc:
+        raise TraceError(source.path, f"its ranges' times cannot be nested ({exc})") from None
     store.finish()
     try:
         work = sum_work(source.work(), store, ctx, chunk_rows)
@@ -95,6 +92,16 @@ def attribute(source: TraceSource, layout: str = "default", chunk_rows: int | No
         busy_ns=busy, iterations=iterations, range_ns=_range_ns(ctx, work, labels),
         dropped_unlaunched=work.dropped,
     )
+
+
+def _sweep(source: TraceSource, layout: str, chunk_rows: int | None) -> tuple[Contexts, CallStore]:
+    """Every runtime call's context, in chunks; a trace out of start order swept again as one chunk."""
+    store = CallStore()
+    try:
+        return sweep(source.ranges(), source.calls(), layout, chunk_rows, store), store
+    except OutOfOrder:
+        store = CallStore()
+        return sweep(source.ranges(), source.calls(), layout, None, store), store
 
 
 def _groups(source: TraceSource, ctx: Contexts, work: WorkTotals, labels: list[str],
@@ -125,6 +132,7 @@ def _groups(source: TraceSource, ctx: Contexts, work: WorkTotals, labels: list[s
         is_op_range=is_op_range.tolist(),
         kind=kind.tolist(),
         kernel_name=[names[w] for w in work.group_name.tolist()],
+        iteration=np.array(ctx.ctx_iteration, np.int64)[gctx].tolist(),
         calls=work.calls.tolist(),
         total_ns=work.total_ns.tolist(),
         first_seen=work.first_seen.tolist(),

@@ -6,9 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
-from embprof.defaults import KERNEL_CATEGORIES, default_file
+from embprof.defaults import KERNEL_CATEGORIES, default_file, read_yaml
 from embprof.errors import ConfigError
 
 
@@ -26,13 +24,11 @@ class Categories:
 
 def load_categories(path: Path | None = None) -> Categories:
     path = Path(path) if path is not None else default_file(KERNEL_CATEGORIES)
+    doc = read_yaml(path, "kernel categories")
     try:
-        doc = yaml.safe_load(path.read_text())
         rules = tuple(
             (str(c["name"]), tuple(re.compile(p) for p in c["patterns"])) for c in doc.get("categories", [])
         )
         return Categories(rules=rules, unmatched=str(doc.get("unmatched", "(unwrapped)")))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read kernel categories: {exc.strerror}") from None
-    except (yaml.YAMLError, AttributeError, KeyError, TypeError, re.error) as exc:
+    except (AttributeError, KeyError, TypeError, re.error) as exc:
         raise ConfigError(f"{path}: bad kernel categories file ({type(exc).__name__}: {exc}); expected categories: [{{name, patterns: [regex]}}]") from None

@@ -85,7 +85,7 @@ class BulkReader:
         cur.execute(sql)
         names = [d[0] for d in cur.description]
         while rows := cur.fetchmany(BATCH_ROWS):
-            yield pa.record_batch([pa.array(c) for c in zip(*rows, strict=True)], names=names)
+            yield pa.record_batch([_array(c) for c in zip(*rows, strict=True)], names=names)
 
     def close(self) -> None:
         """Idempotent: a stream abandoned half-way closes its reader again when it is collected."""
@@ -93,6 +93,23 @@ class BulkReader:
             if handle is not None:
                 handle.close()
         self._conn = self._db = self._sqlite = None
+
+
+def _array(values: tuple) -> pa.Array:
+    """A column read through sqlite3 as Arrow; values of mixed types become text, as ADBC's do."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else str(v) for v in values], type=pa.string())
+
+
+class NotIntegers(ValueError):
+    """A selected column holds values that are no integers (text, reals) somewhere: SQLite keeps
+    whatever a row was given, and the reader must not guess a time from it."""
+
+    def __init__(self, column: int) -> None:
+        super().__init__(f"column {column} is not all integers")
+        self.column = column
 
 
 class _Raised:
@@ -144,8 +161,12 @@ def read_ahead(produce: Callable[[], Iterator], depth: int = 2) -> Iterator:
 
 
 def int_column(batch: pa.RecordBatch, i: int) -> np.ndarray:
-    """Column ``i`` of a batch as int64 numpy (zero-copy for the driver's int64 columns)."""
-    return to_ints(batch.column(i))
+    """Column ``i`` of a batch as int64 numpy (zero-copy for the driver's int64 columns);
+    :class:`NotIntegers` where the batch holds another type there."""
+    column = batch.column(i)
+    if not pa.types.is_integer(column.type):
+        raise NotIntegers(i)
+    return to_ints(column)
 
 
 def read_strings_by_id(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:

@@ -38,6 +38,8 @@ from .names import kineto_memory_name, short_kernel_name
 
 _WORK_KIND = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
+_WINDOW = "Trace"  # Kineto's event for the profiler's whole window
+_WINDOW_SLACK_US = 1.0  # float rounding of ts + dur
 
 
 def _load_events(path: Path) -> list[dict]:
@@ -51,26 +53,54 @@ def _load_events(path: Path) -> list[dict]:
         raise TraceError(path, f"truncated or corrupt gzip stream ({exc})") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise TraceError(path, f"not valid JSON, truncated? ({exc})") from None
+    except RecursionError:
+        raise TraceError(path, "JSON nested too deeply to be a PyTorch profiler trace") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise TraceError(path, "JSON without a traceEvents list: not a PyTorch profiler trace")
     return events
 
 
+def _microseconds(column: pd.Series) -> np.ndarray:
+    """A ts or dur column as float microseconds; NaN where a value is missing, text or not finite."""
+    values = pd.to_numeric(column, errors="coerce").to_numpy(np.float64, copy=True)
+    values[~np.isfinite(values)] = np.nan
+    return values
+
+
+def _plain(value: object) -> object:
+    """A numpy scalar as the Python value it holds (for a message)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _frame(path: Path, events: list[dict]) -> pd.DataFrame:
-    """The complete ('X') events of the categories we use, as columns."""
-    wanted = {"user_annotation", "cpu_op", *_WORK_KIND, *_LAUNCH_CATS}
+    """The complete ('X') events of the categories we use, as columns; every one must have a
+    numeric start and a duration >= 0 that ends within the profiler's window."""
+    wanted = {"user_annotation", "cpu_op", *_WORK_KIND, *_LAUNCH_CATS, _WINDOW}
     rows = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in wanted]
-    if not rows:
-        raise TraceError(path, "no profiler events (user_annotation, cpu_op, kernel) in traceEvents")
     df = pd.DataFrame.from_records(rows, columns=["cat", "name", "pid", "tid", "ts", "dur", "args"])
-    bad = df["ts"].isna() | pd.to_numeric(df["dur"], errors="coerce").isna()
-    ranges_bad = int((bad & (df["cat"] == "user_annotation")).sum())
-    if ranges_bad:
-        raise TraceError(path, f"{ranges_bad} user_annotation range(s) never closed (no duration)")
-    df = df[~bad]
-    ts = pd.to_numeric(df["ts"]).to_numpy(np.float64)
-    dur = pd.to_numeric(df["dur"]).to_numpy(np.float64)
+    is_window = (df["cat"] == _WINDOW).to_numpy()
+    window = df[is_window]
+    df = df[~is_window].reset_index(drop=True)
+    if df.empty:
+        raise TraceError(path, "no profiler events (user_annotation, cpu_op, kernel) in traceEvents")
+    ts, dur = _microseconds(df["ts"]), _microseconds(df["dur"])
+    ranges = (df["cat"] == "user_annotation").to_numpy()
+    unclosed = int(np.count_nonzero(ranges & df["dur"].isna().to_numpy()))
+    if unclosed:
+        raise TraceError(path, f"{unclosed} user_annotation range(s) never closed (no duration)")
+    odd = np.isnan(ts) | np.isnan(dur)
+    if odd.any():
+        cat, t, d = (_plain(v) for v in df.loc[odd, ["cat", "ts", "dur"]].iloc[0])
+        raise TraceError(path, f"{int(odd.sum())} event(s) without a finite, numeric ts and dur "
+                               f"(first: {cat} ts={t!r} dur={d!r})")
+    if (dur < 0).any():
+        raise TraceError(path, f"{int((dur < 0).sum())} event(s) with a negative duration")
+    stops = _microseconds(window["ts"]) + _microseconds(window["dur"])
+    if np.isfinite(stops).any():
+        late = int(np.count_nonzero(ranges & (ts + dur > stops[np.isfinite(stops)].max() + _WINDOW_SLACK_US)))
+        if late:
+            raise TraceError(path, f"{late} user_annotation range(s) end after the profiler stopped: they never ended")
     t0 = ts.min()
     start = np.rint((ts - t0) * 1000.0).astype(np.int64)
     df = df.assign(

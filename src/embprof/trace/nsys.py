@@ -15,7 +15,8 @@ import os
 import shutil
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ from .arrow import cast, ints_after, starts_with, string_array, take
 from .columns import (
     BulkReader,
     DatabaseErrors,
+    NotIntegers,
     column_names,
     int_column,
     read_ahead,
@@ -43,10 +45,29 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 NVTX = "NVTX_EVENTS"
+ANALYSIS = "ANALYSIS_DETAILS"  # the session: event times run from 0 to its duration
 NVTX_PUSH_POP = 59
 PID_MASK = np.int64(-(1 << 24))  # 0xFFFF_FFFF_FF00_0000: globalTid -> globalPid
 STRING_REF = "\x01"  # starts a range name that is a StringIds id (never the start of an NVTX text)
 WORK_TABLES = ((KERNEL, KIND_KERNEL, "shortName"), (MEMCPY, KIND_MEMCPY, "copyKind"), (MEMSET, KIND_MEMSET, None))
+# The integer columns each stream selects, in the SELECT's order (its errors name them).
+RANGE_COLUMNS = ("start", "end", "globalTid")
+CALL_COLUMNS = ("correlationId", "globalTid", "start")
+WORK_COLUMNS = ("start", "end", "correlationId", "globalPid")
+# What a stream's intervals must not be, in the order they are told (interval_faults' counts):
+# never ended, never started, of a negative duration, ending after the capture.
+RANGE_FAULTS = (
+    "{n} NVTX range(s) never closed (no end time); the capture was cut inside them",
+    "{n} NVTX range(s) have no start time",
+    "{n} NVTX range(s) end before they start (a negative duration)",
+    "{n} NVTX range(s) end after the capture did ({until} ns): they never ended",
+)
+WORK_FAULTS = (
+    None,  # a missing end reads as -1: a negative duration
+    "{n} kernel/copy record(s) have no start time",
+    "{n} kernel/copy record(s) end before they start (a negative duration)",
+    None,  # device work may be flushed after the capture's end
+)
 
 
 def _require_columns(conn: sqlite3.Connection, path: Path, table: str, needed: tuple[str, ...]) -> set[str]:
@@ -55,6 +76,31 @@ def _require_columns(conn: sqlite3.Connection, path: Path, table: str, needed: t
     if missing:
         raise TraceError(path, f"table {table} lacks column(s) {', '.join(missing)}")
     return have
+
+
+def capture_end(conn: sqlite3.Connection) -> int | None:
+    """When the capture ended (ns since the session started), where the export says."""
+    if ANALYSIS not in table_names(conn) or "duration" not in column_names(conn, ANALYSIS):
+        return None
+    (duration,) = conn.execute(f"SELECT max(duration) FROM {ANALYSIS}").fetchone()
+    return duration if isinstance(duration, int) else None
+
+
+def interval_faults(start: np.ndarray, end: np.ndarray, until: int | None) -> np.ndarray:
+    """How many intervals never ended (-1), never started, end before they start and (given
+    ``until``) end after it: a range that never ends would silently swallow the work after it,
+    a negative one the busy time."""
+    return np.array([
+        np.count_nonzero(end < 0), np.count_nonzero(start < 0), np.count_nonzero(end < start),
+        0 if until is None else np.count_nonzero(end > until),
+    ])
+
+
+def _faulty(start: np.ndarray, end: np.ndarray, until: int | None) -> bool:
+    """Whether a chunk has any of :func:`interval_faults`' faults (the fast test every chunk takes)."""
+    if len(start) == 0:
+        return False
+    return bool(start.min() < 0 or (end < start).any() or (until is not None and end.max() > until))
 
 
 class NsysSource:
@@ -88,6 +134,7 @@ class NsysSource:
         conn, path = self._conn, self._file
         _check_tables(conn, path)
         tables = table_names(conn)
+        self._capture_end = capture_end(conn)
         have = _require_columns(conn, path, NVTX, ("start", "end", "eventType", "globalTid"))
         col = _reader(conn, NVTX)
         where = f"eventType = {NVTX_PUSH_POP}"
@@ -110,7 +157,7 @@ class NsysSource:
             _require_columns(conn, path, table, cols)
             col = _reader(conn, table)
             select = ", ".join(col(c) for c in cols) + ("" if name_col else ", 0")
-            self._work_sql.append((f"SELECT {select} FROM {table}", kind))
+            self._work_sql.append((f"SELECT {select} FROM {table}", kind, table, WORK_COLUMNS + ((name_col,) if name_col else ())))
 
     def _batches(self, sql: str) -> Iterator[pa.RecordBatch]:
         """One SELECT's batches, read a little ahead by a thread of its own; unreadable pages (a
@@ -127,8 +174,44 @@ class NsysSource:
         finally:
             bulk.close()
 
+    @contextmanager
+    def _integer_columns(self, table: str, columns: tuple[str, ...]) -> Iterator[None]:
+        """:class:`NotIntegers` of a stream's batch as one line naming the table's column and a value
+        it holds (SQLite keeps whatever a row was given)."""
+        try:
+            yield
+        except NotIntegers as exc:
+            column = columns[exc.column]
+            odd = self._conn.execute(
+                f'SELECT "{column}" FROM {table} WHERE typeof("{column}") NOT IN (\'integer\', \'null\') LIMIT 1'
+            ).fetchone()
+            shown = repr(odd[0]) if odd else "a value"
+            raise TraceError(self.path, f"table {table}: column {column} holds {shown}, not an integer") from None
+
+    def _refuse(self, intervals: Iterable[tuple[np.ndarray, np.ndarray]], messages: tuple[str | None, ...],
+                until: int | None) -> TraceError:
+        """The first fault of a stream's intervals, counted over the whole stream (read again: only
+        a faulty export comes here)."""
+        counts = sum((interval_faults(start, end, until) for start, end in intervals), np.zeros(4, np.int64))
+        for n, message in zip(counts.tolist(), messages, strict=True):
+            if n and message is not None:
+                return TraceError(self.path, message.format(n=n, until=until))
+        raise AssertionError("a faulty chunk without a fault")  # pragma: no cover - _faulty and interval_faults agree
+
+    def _range_intervals(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        with self._integer_columns(NVTX, RANGE_COLUMNS):
+            for batch in self._batches(self._ranges_sql):
+                yield int_column(batch, 0), int_column(batch, 1)
+
     def ranges(self) -> Iterator[RangeRows]:
+        with self._integer_columns(NVTX, RANGE_COLUMNS):
+            yield from self._ranges()
+
+    def _ranges(self) -> Iterator[RangeRows]:
         for batch in self._batches(self._ranges_sql):
+            start, end = int_column(batch, 0), int_column(batch, 1)
+            if _faulty(start, end, self._capture_end):
+                raise self._refuse(self._range_intervals(), RANGE_FAULTS, self._capture_end)
             names = batch.column(3)
             if names.type != pa.string():
                 names = cast(names, pa.string())
@@ -138,8 +221,7 @@ class NsysSource:
                 at = np.arange(len(names), dtype=np.int64)
                 at[by_id] = len(names) + np.arange(len(by_id))
                 names = take(pa.concat_arrays([names, self._strings_of(ids)]), at)
-            yield RangeRows(thread=int_column(batch, 2), start=int_column(batch, 0), end=int_column(batch, 1),
-                            names=names)
+            yield RangeRows(thread=int_column(batch, 2), start=start, end=end, names=names)
 
     def _strings_of(self, ids: np.ndarray) -> pa.Array:
         """Each id's StringIds value ('' for an unknown id), fetched once per distinct id."""
@@ -152,19 +234,29 @@ class NsysSource:
         return take(values, inverse)
 
     def calls(self) -> Iterator[CallRows]:
-        for batch in self._batches(self._calls_sql):
-            thread = int_column(batch, 1)
-            yield CallRows(process=thread & PID_MASK, corr=int_column(batch, 0), thread=thread,
-                           start=int_column(batch, 2))
+        with self._integer_columns(RUNTIME, CALL_COLUMNS):
+            for batch in self._batches(self._calls_sql):
+                thread = int_column(batch, 1)
+                yield CallRows(process=thread & PID_MASK, corr=int_column(batch, 0), thread=thread,
+                               start=int_column(batch, 2))
 
     def work(self) -> list[Iterator[WorkRows]]:
-        return [self._work(sql, kind) for sql, kind in self._work_sql]
+        return [self._work(*query) for query in self._work_sql]
 
-    def _work(self, sql: str, kind: int) -> Iterator[WorkRows]:
-        for batch in self._batches(sql):
-            yield WorkRows(process=int_column(batch, 3), corr=int_column(batch, 2), start=int_column(batch, 0),
-                           end=int_column(batch, 1), kind=np.full(batch.num_rows, kind, np.int8),
-                           name=int_column(batch, 4))
+    def _work(self, sql: str, kind: int, table: str, columns: tuple[str, ...]) -> Iterator[WorkRows]:
+        with self._integer_columns(table, columns):
+            for batch in self._batches(sql):
+                start, end = int_column(batch, 0), int_column(batch, 1)
+                if _faulty(start, end, None):  # every work table counted: the faults of them all
+                    raise self._refuse(self._work_intervals(), WORK_FAULTS, None)
+                yield WorkRows(process=int_column(batch, 3), corr=int_column(batch, 2), start=start, end=end,
+                               kind=np.full(batch.num_rows, kind, np.int8), name=int_column(batch, 4))
+
+    def _work_intervals(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for sql, _, table, columns in self._work_sql:
+            with self._integer_columns(table, columns):
+                for batch in self._batches(sql):
+                    yield int_column(batch, 0), int_column(batch, 1)
 
     def work_names(self, kind: int, ids: np.ndarray) -> list[str]:
         if kind == KIND_KERNEL:

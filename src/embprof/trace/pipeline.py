@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from embprof.results.busy import RANGE_RULE
-from embprof.results.opcalls import COLUMNS
+from embprof.results.opcalls import COLUMNS, format_iteration_ms
 
 from .attribute import CHUNK_ROWS, Attributed, attribute
 from .categories import Categories, load_categories
@@ -72,11 +72,13 @@ def merge_traces(traces: list[_Trace], cats: Categories) -> dict[str, LabelBreak
     for label in labels:
         contributing = [t for t in traces if label in t.attributed.iterations and label in t.attributed.groups.label]
         num_iters = sum(t.attributed.iterations[label] for t in contributing)
+        # A label's iterations in its second trace follow those of its first, and so on.
+        before = np.cumsum([0] + [t.attributed.iterations[label] for t in contributing])[:-1]
         busy = _per_backend(label, [t.attributed.busy_ns for t in contributing])
         wall = _per_backend(label, [t.attributed.range_ns for t in contributing])
         out[label] = LabelBreakdown(
             label=label,
-            columns=_rows(label, traces, num_iters, cats.of),
+            columns=_rows(label, contributing, before.tolist(), num_iters, cats.of),
             num_iters=num_iters,
             busy_ms_per_iter={b: ns / 1e6 / num_iters for b, ns in sorted(busy.items())},
             range_ms_per_iter={b: ns / 1e6 / num_iters for b, ns in sorted(wall.items())},
@@ -97,11 +99,13 @@ def _per_backend(label: str, per_trace: list[dict[tuple[str, str], int]]) -> dic
     return total
 
 
-def _rows(label: str, traces: list[_Trace], num_iters: int, category_of) -> dict[str, np.ndarray]:
-    """One row per (backend, phase, stage path, op, kind) over every trace's groups of the label
-    (few: one per op and kernel name, never one per event), costliest first within a phase."""
+def _rows(label: str, traces: list[_Trace], before: list[int], num_iters: int, category_of) -> dict[str, np.ndarray]:
+    """One row per (backend, phase, stage path, op, kind) over the groups of the label in the traces
+    that hold its work (few: one per op, kernel name and iteration, never one per event),
+    costliest first within a phase; ``before``: the label's iterations in the traces before each."""
     rows: dict[tuple, list] = {}
-    for trace_no, t in enumerate(traces):
+    row_of, iteration, ns = [], [], []  # per group: its row, iteration of the label, time
+    for trace_no, (t, offset) in enumerate(zip(traces, before, strict=True)):
         g = t.attributed.groups
         for i, lab in enumerate(g.label):
             if lab != label:
@@ -109,12 +113,19 @@ def _rows(label: str, traces: list[_Trace], num_iters: int, category_of) -> dict
             key = (g.backend[i], g.phase[i], g.parent_stages[i], g.op[i], g.is_op_range[i], g.kind[i])
             row = rows.get(key)
             if row is None:
-                row = rows[key] = [0, 0, set(), (trace_no, g.first_seen[i])]
+                row = rows[key] = [0, 0, set(), (trace_no, g.first_seen[i]), len(rows)]
             row[0] += g.calls[i]
             row[1] += g.total_ns[i]
             row[2].add(g.kernel_name[i])
             row[3] = min(row[3], (trace_no, g.first_seen[i]))
+            row_of.append(row[4])
+            iteration.append(offset + g.iteration[i])
+            ns.append(g.total_ns[i])
     keys = list(rows)
+    # Each row's time in every profiled iteration (0 where it ran nothing): the samples a
+    # comparison of two runs tests per op.
+    per_iter = np.zeros((len(keys), num_iters))
+    np.add.at(per_iter, (np.array(row_of, np.int64), np.array(iteration, np.int64)), np.array(ns, np.float64))
     calls = np.array([rows[k][0] for k in keys], np.int64)
     total_ns = np.array([rows[k][1] for k in keys], np.int64)
     backend = np.array([k[0] for k in keys], dtype=object)
@@ -135,6 +146,7 @@ def _rows(label: str, traces: list[_Trace], num_iters: int, category_of) -> dict
         "num_iters": np.full(len(keys), num_iters, dtype=np.int64),
         "kernel_names": np.array([";".join(sorted(rows[k][2])) for k in keys], dtype=object),
         "fallback_category": np.array(["" if k[4] else category_of(k[3]) for k in keys], dtype=object),
+        "ms_by_iter": np.array(format_iteration_ms(per_iter / 1e6), dtype=object),
     }
     return {c: cols[c][order] for c in COLUMNS}
 

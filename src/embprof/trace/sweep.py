@@ -15,8 +15,10 @@ only for the ranges that launched counted work, and interned once: the
 per-launch ranges nested inside ops, often hundreds of thousands of distinct
 names, are classified and then never touched again.
 
-A call's context id names (label, backend, phase, op or not, stage path); its
-span id names the backend range it ran in, whose end the report checks.
+A call's context id names (label, iteration, backend, phase, op or not, stage
+path); its span id names the backend range it ran in, whose end the report
+checks. An iteration range is numbered when it is counted: by start among its
+config's iteration ranges in the trace (the per-op CSV's samples per iteration).
 """
 
 from __future__ import annotations
@@ -53,10 +55,11 @@ class Contexts:
 
     Paths: id 0 is the empty path; path ``p > 0`` is ``path_parent[p]`` then
     the name ``names.strings[path_name[p]]``. A context ``c`` is
-    ``ctx_label[c]`` (an index into ``labels``), ``ctx_backend[c]``,
-    ``ctx_phase[c]``, ``ctx_has_op[c]`` and ``ctx_path[c]`` (the op's own path
-    when it has an op, else the innermost range's). A span is a backend range
-    inside an iteration of its own config.
+    ``ctx_label[c]`` (an index into ``labels``), ``ctx_iteration[c]`` (the
+    config's iteration in this trace, 0-based in start order; 0 in layout any),
+    ``ctx_backend[c]``, ``ctx_phase[c]``, ``ctx_has_op[c]`` and ``ctx_path[c]``
+    (the op's own path when it has an op, else the innermost range's). A span is
+    a backend range inside an iteration of its own config.
     """
 
     layout: str
@@ -65,6 +68,7 @@ class Contexts:
     path_parent: list[int] = field(default_factory=lambda: [-1])
     path_name: list[int] = field(default_factory=lambda: [-1])
     ctx_label: list[int] = field(default_factory=list)
+    ctx_iteration: list[int] = field(default_factory=list)
     ctx_backend: list[int] = field(default_factory=list)
     ctx_phase: list[int] = field(default_factory=list)
     ctx_has_op: list[bool] = field(default_factory=list)
@@ -75,9 +79,14 @@ class Contexts:
     span_end: list[int] = field(default_factory=list)
     iterations: dict[int, int] = field(default_factory=dict)
     has_config_names: bool = False
-    unclosed: int = 0
     _paths: KeyCodes = field(default_factory=KeyCodes)
     _ctx: KeyCodes = field(default_factory=KeyCodes)
+    _label_iterations: KeyCodes = field(default_factory=KeyCodes)  # (label << 32 | iteration) -> code
+
+    def label_iteration_ids(self, label: np.ndarray, iteration: np.ndarray) -> np.ndarray:
+        """One small code per (label, iteration) pair, the part of a context's head that names both."""
+        codes, pairs = dense_codes((label << _PATH_SHIFT) | iteration)  # a few pairs: no sort
+        return self._label_iterations.codes_of_distinct(pairs)[codes]
 
     def path_ids(self, parent: np.ndarray, name: np.ndarray) -> np.ndarray:
         """Ids of the paths (parent path, then name), new ones added."""
@@ -92,10 +101,10 @@ class Contexts:
         return ids[inverse]
 
     def context_ids(self, head: np.ndarray, path: np.ndarray) -> np.ndarray:
-        """Context ids of (head, path) pairs, new ones added; ``head`` packs label, backend,
-        phase and whether there is an op (:func:`pack_head`)."""
+        """Context ids of (head, path) pairs, new ones added; ``head`` packs label and iteration
+        (:meth:`label_iteration_ids`), backend, phase and whether there is an op (:func:`pack_head`)."""
         n_paths = len(self.path_parent)
-        uniq, inverse = dedupe(head * n_paths + path, max(len(self.labels), 1) * 8 * n_paths)
+        uniq, inverse = dedupe(head * n_paths + path, max(len(self._label_iterations), 1) * 8 * n_paths)
         u_head, u_path = np.divmod(uniq, n_paths)
         before = len(self._ctx)
         ids = self._ctx.codes_of_distinct((u_head << _PATH_SHIFT) | u_path)
@@ -103,8 +112,10 @@ class Contexts:
             rest, p = divmod(key, 1 << _PATH_SHIFT)
             rest, h = divmod(rest, 2)
             rest, ph = divmod(rest, 2)
-            lab, b = divmod(rest, 2)
+            label_iteration, b = divmod(rest, 2)
+            lab, it = divmod(self._label_iterations.keys[label_iteration], 1 << _PATH_SHIFT)
             self.ctx_label.append(lab)
+            self.ctx_iteration.append(it)
             self.ctx_backend.append(b)
             self.ctx_phase.append(ph)
             self.ctx_has_op.append(bool(h))
@@ -132,6 +143,7 @@ class _Carry:
     val: np.ndarray
     path: np.ndarray  # -1: not resolved yet
     span: np.ndarray  # -1: not a span (or not final yet)
+    ordinal: np.ndarray  # an iteration's number among its config's (-1: none, or not final yet)
     final: np.ndarray  # counted already (an iteration or a span; other ranges stay False)
 
     def __len__(self) -> int:
@@ -140,7 +152,7 @@ class _Carry:
     @classmethod
     def empty(cls) -> _Carry:
         i64, i8 = np.zeros(0, np.int64), np.zeros(0, np.int8)
-        return cls(i64, i64, i64, [string_array([])], i8, i8, i64, i64, np.zeros(0, bool))
+        return cls(i64, i64, i64, [string_array([])], i8, i8, i64, i64, i64, np.zeros(0, bool))
 
     def extend(self, rows: RangeRows, layout: str, ctx: Contexts) -> _Carry:
         cls_, val = classify(rows.names, layout)
@@ -152,6 +164,7 @@ class _Carry:
             cls=np.concatenate([self.cls, cls_]), val=np.concatenate([self.val, val]),
             path=np.concatenate([self.path, np.full(n, -1, np.int64)]),
             span=np.concatenate([self.span, np.full(n, -1, np.int64)]),
+            ordinal=np.concatenate([self.ordinal, np.full(n, -1, np.int64)]),
             final=np.concatenate([self.final, np.zeros(n, bool)]),
         )
 
@@ -178,11 +191,11 @@ class _Carry:
         """These ranges, then ``other``'s (of other threads: the order between threads does not matter)."""
         return _Carry(*(np.concatenate([getattr(self, f), getattr(other, f)]) for f in ("thread", "start", "end")),
                       [*self.names, *other.names],
-                      *(np.concatenate([getattr(self, f), getattr(other, f)]) for f in ("cls", "val", "path", "span", "final")))
+                      *(np.concatenate([getattr(self, f), getattr(other, f)]) for f in ("cls", "val", "path", "span", "ordinal", "final")))
 
     def take(self, idx: np.ndarray) -> _Carry:
         return _Carry(self.thread[idx], self.start[idx], self.end[idx], [self.take_names(idx)],
-                      self.cls[idx], self.val[idx], self.path[idx], self.span[idx], self.final[idx])
+                      self.cls[idx], self.val[idx], self.path[idx], self.span[idx], self.ordinal[idx], self.final[idx])
 
 
 class _Round:
@@ -198,6 +211,7 @@ class _Round:
         self.parent[self.parent < 0] = n
         self.path = np.append(rows.path[order], 0)
         self.span = np.append(rows.span[order], -1)
+        self.ordinal = np.append(rows.ordinal[order], -1)
         self.label = np.full(n + 1, -1, np.int64)
         self.up = self._propagate(rows.val[order])
         self._finalize(frontier)
@@ -239,7 +253,8 @@ class _Round:
         return up
 
     def _finalize(self, frontier: int) -> None:
-        """Count the iterations and number the spans of ranges that no later range can enclose."""
+        """Count and number the iterations and number the spans of ranges that no later range can
+        enclose (every range still to come starts at or after ``frontier``)."""
         if self.ctx.layout != "default":
             return
         order, up, cls = self.forest.order, self.up, self.cls[:-1]
@@ -248,9 +263,7 @@ class _Round:
         self.rows.final[order[counted]] = True
         iters = counted[(cls[counted] == ITERATION) & (up[CONFIG][counted] >= 0)]
         if len(iters):
-            labels = self.labels_of(up[CONFIG][iters])
-            for lab, count in zip(*np.unique(labels, return_counts=True), strict=True):
-                self.ctx.iterations[int(lab)] = self.ctx.iterations.get(int(lab), 0) + int(count)
+            self._number_iterations(iters, self.labels_of(up[CONFIG][iters]))
         spans = counted[cls[counted] == BACKEND]
         cfg, it = up[CONFIG][spans], up[ITERATION][spans]
         ok = (cfg >= 0) & (it >= 0)
@@ -261,6 +274,21 @@ class _Round:
             self.span[spans] = self.ctx.add_spans(self.labels_of(cfg), up[UP_BACKEND][spans],
                                                   self.rows.start[original], self.rows.end[original])
             self.rows.span[original] = self.span[spans]
+
+    def _number_iterations(self, iters: np.ndarray, labels: np.ndarray) -> None:
+        """Number newly counted iteration ranges (sorted positions) per label, by start (then
+        position): after the label's iterations of earlier rounds, which all started before."""
+        original = self.forest.order[iters]
+        by = np.lexsort((iters, self.rows.start[original], labels))
+        iters, original, labels = iters[by], original[by], labels[by]
+        uniq, first, count = np.unique(labels, return_index=True, return_counts=True)
+        before = np.array([self.ctx.iterations.get(lab, 0) for lab in uniq.tolist()], np.int64)
+        group = np.repeat(np.arange(len(uniq)), count)
+        ordinal = before[group] + np.arange(len(iters)) - first[group]
+        self.ordinal[iters] = ordinal
+        self.rows.ordinal[original] = ordinal
+        for lab, n in zip(uniq.tolist(), (before + count).tolist(), strict=True):
+            self.ctx.iterations[lab] = n
 
     def labels_of(self, config: np.ndarray) -> np.ndarray:
         """Label index of config ranges (sorted positions), from their names."""
@@ -314,12 +342,15 @@ class _Round:
             backend, phase = up[UP_BACKEND][own], up[UP_PHASE][own]
             counted = (cfg >= 0) & (it >= 0) & (backend >= 0) & (phase >= 0)
             counted[counted] = up[CONFIG][it[counted]] == cfg[counted]
-            own, cfg, backend, phase = own[counted], cfg[counted], backend[counted], phase[counted]
-            label = self.labels_of(cfg)
+            # An iteration not numbered yet starts at or after the frontier: no call of this round lies in it.
+            counted[counted] = self.ordinal[it[counted]] >= 0
+            own, cfg, backend, phase, it = own[counted], cfg[counted], backend[counted], phase[counted], it[counted]
+            label, iteration = self.labels_of(cfg), self.ordinal[it]
         else:
             label = np.full(len(own), self.ctx.labels.code(ANY_LABEL), np.int64)  # the trace's one label
-            backend = phase = np.zeros(len(own), np.int64)
-        self.head[own] = pack_head(label, backend, phase, (up[OP][own] >= 0).astype(np.int64))
+            iteration = backend = phase = np.zeros(len(own), np.int64)  # and its one iteration
+        self.head[own] = pack_head(self.ctx.label_iteration_ids(label, iteration), backend, phase,
+                                   (up[OP][own] >= 0).astype(np.int64))
 
     def attribute(self, calls: CallRows) -> tuple[np.ndarray, np.ndarray]:
         """Per call: its context id (-1 when not counted) and span id (-1 when none)."""
@@ -337,9 +368,9 @@ class _Round:
         return ctx, self.span_of[rx]
 
 
-def pack_head(label: np.ndarray, backend: np.ndarray, phase: np.ndarray, has_op: np.ndarray) -> np.ndarray:
-    """Label, backend, phase and op-or-not of a context in one int (backend and phase 0 or 1)."""
-    return ((label * 2 + backend) * 2 + phase) * 2 + has_op
+def pack_head(label_iteration: np.ndarray, backend: np.ndarray, phase: np.ndarray, has_op: np.ndarray) -> np.ndarray:
+    """Label and iteration, backend, phase and op-or-not of a context in one int (backend and phase 0 or 1)."""
+    return ((label_iteration * 2 + backend) * 2 + phase) * 2 + has_op
 
 
 def sweep(ranges: Iterable[RangeRows], calls: Iterable[CallRows], layout: str,
@@ -355,7 +386,6 @@ def sweep(ranges: Iterable[RangeRows], calls: Iterable[CallRows], layout: str,
     swept = -INF
     last_start = -INF
     for chunk, frontier in _with_frontier(rechunk(ranges, chunk_rows)):
-        ctx.unclosed += int(np.count_nonzero(chunk.end < 0))
         if len(chunk) and int(chunk.start.min()) < last_start:
             raise OutOfOrder
         last_start = max(last_start, int(chunk.start.max()) if len(chunk) else last_start)

@@ -73,9 +73,12 @@ def collect_command(
 def timing_command(
     test_id: str, preset: str, results_file: str, num_iterations: int | None = None,
     torchrec: bool = True, extra_args: Sequence[str] = (), python: str | None = None,
+    repeats: int | None = None,
 ) -> list[str]:
+    """``repeats``: timed passes over the batches (the suite's default where None)."""
     return [
         *_pytest(python), test_id, *_run_options(preset, num_iterations, torchrec, extra_args),
+        *(["--repeats", str(repeats)] if repeats is not None else []),
         "--results-file", results_file,
     ]
 

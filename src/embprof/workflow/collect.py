@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -13,6 +14,18 @@ from embprof.workflow.benchcli import SUITE, collect_command, suite_env
 from embprof.workflow.configs import parse_collected, select_by_labels
 
 NO_TESTS_COLLECTED = 5
+_USAGE = re.compile(r"^ERROR: (.+)$", re.M)
+_RAISED = re.compile(r"^E +(\S.*)$", re.M)
+
+
+def pytest_cause(output: str) -> str:
+    """The line of pytest's output that says why it stopped: its usage error, else the last
+    line of the exception it reports; empty when it says neither."""
+    usage = _USAGE.findall(output)
+    if usage:
+        return usage[0].strip()
+    raised = _RAISED.findall(output)
+    return raised[-1].strip() if raised else ""
 
 
 def collect_configs(
@@ -29,7 +42,8 @@ def collect_configs(
     if done.returncode == NO_TESTS_COLLECTED:
         raise ConfigError(f"no benchmark configs match select={select!r}")
     if done.returncode != 0:
-        raise SuiteError(f"pytest --collect-only exited with {done.returncode} (see above)")
+        cause = pytest_cause(done.stdout + done.stderr) or "see its output above"
+        raise SuiteError(f"pytest --collect-only exited with {done.returncode}: {cause}")
     try:
         configs = select_by_labels(parse_collected(done.stdout), labels)
     except ValueError as exc:

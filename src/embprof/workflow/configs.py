@@ -18,7 +18,7 @@ from embprof.labels import parse_label
 from embprof.results.configs import BenchConfig
 
 # What an override may change for the configs it matches (the config schema's run_settings).
-OVERRIDE_KEYS = ("num_iterations", "profile_iterations", "torchrec", "extra_args")
+OVERRIDE_KEYS = ("num_iterations", "profile_iterations", "repeats", "torchrec", "extra_args")
 _NODE_ID = re.compile(r"^(?P<test_id>\S+::\S*\[(?P<label>[^\[\]]+)\])$")
 
 

@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
-import subprocess
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from embprof.results.provenance import merge_provenance
 from embprof.versions import FBGEMM_DISTRIBUTIONS, package_version
+from embprof.workflow.provenance import collect_provenance, command_output
 
 
 def _first_line(command: list[str]) -> str | None:
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    return lines[0] if done.returncode == 0 and lines else None
+    out, _ = command_output(command)
+    lines = [line.strip() for line in (out or "").splitlines() if line.strip()]
+    return lines[0] if lines else None
 
 
 def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
@@ -32,14 +31,28 @@ def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
     return platform.processor() or None
 
 
+def host_memory_bytes() -> int | None:
+    """This machine's physical memory; ``None`` where the system does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def describe_environment(
-    preset: str, profiler: str, nsys: str | None, records: Sequence[Mapping[str, Any]] = ()
+    preset: str,
+    profiler: str,
+    nsys: str | None,
+    records: Sequence[Mapping[str, Any]] = (),
+    suite_root: str | Path = ".",
 ) -> dict[str, Any]:
     """The fields the report shows; ``None`` where unknown.
 
     ``records`` are benchmark result records: they were written where the
-    benchmark ran (a cluster's GPU node, say), so their device and GPU name
-    win over this host's.
+    benchmark ran (a cluster's GPU node, say), so their device, GPU name and
+    provenance win over this host's. Where no record carries provenance (every
+    timing failed, or records from before provenance), it is this host's, with
+    the checkout at ``suite_root``.
     """
     try:
         import torch  # here, not at module level: the Snakefile imports this package
@@ -49,9 +62,7 @@ def describe_environment(
     env = {
         "device": "cuda" if cuda else "cpu",
         "gpu_name": torch.cuda.get_device_name(0) if cuda else None,
-        "driver": _first_line(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
-        ) if cuda else None,
+        "driver": None,
         "cpu_name": cpu_name(),
         "python": platform.python_version(),
         "torch": torch.__version__ if torch is not None else None,
@@ -68,4 +79,7 @@ def describe_environment(
     if measured is not None:
         env["device"] = "cuda" if str(measured["device"]).startswith("cuda") else "cpu"
         env["gpu_name"] = measured.get("gpu_name") or env["gpu_name"]
+    recorded = [r["provenance"] for r in records if isinstance(r.get("provenance"), Mapping)]
+    env["provenance"] = merge_provenance(recorded) if recorded else collect_provenance(suite_root)
+    env["driver"] = env["provenance"]["driver"]
     return env

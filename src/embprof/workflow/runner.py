@@ -18,7 +18,7 @@ from pathlib import Path
 from embprof.atomic import write_json
 from embprof.errors import ConfigError, ContractError
 from embprof.results.layout import TRACE_SUFFIX
-from embprof.results.records import read_records, write_results
+from embprof.results.records import read_results, write_results
 from embprof.results.steps import StepRecord
 from embprof.workflow.benchcli import (
     nsys_profile_command,
@@ -90,7 +90,7 @@ def run_and_publish(
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How a config's benchmark runs (the config's settings and overrides, README "Configuration")."""
+    """How a config's benchmark runs (the config's settings and overrides, docs/workflow.md, "Configuration")."""
 
     preset: str
     num_iterations: int | None = None
@@ -128,11 +128,18 @@ def profile_config(
         )
 
 
-def time_config(ctx: StepContext, options: RunOptions, out: Path) -> StepRecord:
-    """The normal timed run of one config: ``out`` holds its one record, or ``[]`` when it failed."""
+def time_config(
+    ctx: StepContext, options: RunOptions, out: Path, repeats: int | None = None
+) -> StepRecord:
+    """The normal timed run of one config: ``out`` holds its one record, or ``[]`` when it failed.
+
+    ``repeats``: timed passes (the benchmark's own default where None).
+    """
     with scratch_dir(out, "timing", ctx.label) as scratch:
         produced = scratch / f"{ctx.label}.json"
-        command = timing_command(ctx.test_id, results_file=str(produced), **options.as_kwargs())
+        command = timing_command(
+            ctx.test_id, results_file=str(produced), repeats=repeats, **options.as_kwargs()
+        )
         return run_and_publish(
             ctx, command, produced,
             publish=lambda path: _publish_record(path, ctx.label, out),
@@ -142,7 +149,7 @@ def time_config(ctx: StepContext, options: RunOptions, out: Path) -> StepRecord:
 
 def _publish_record(produced: Path, label: str, out: Path) -> None:
     """The benchmark's file must hold exactly one record of this config; a broken one fails the step."""
-    records = read_records(produced)
+    records = read_results(produced)
     if len(records) != 1:
         raise ContractError(f"{produced.name} must hold a list with one record")
     if records[0].get("label") != label:

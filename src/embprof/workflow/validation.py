@@ -1,9 +1,16 @@
-"""Config validation with errors a person can act on: one line per problem, naming the key."""
+"""Config validation with errors a person can act on: one line per problem, naming the key.
+
+Values typed on the command line (``--config torchrec=false``) reach the config as
+strings wherever Snakemake's own parser does not turn them into numbers (it never
+does inside a mapping such as ``overrides``); :func:`validate_config` reads them as
+YAML where the schema asks for a boolean, a number or null, so what a user types is
+what a config file would have said.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import jsonschema
@@ -12,24 +19,93 @@ import yaml
 from embprof.defaults import CONFIG_SCHEMA, default_file
 from embprof.errors import ConfigError
 
+_TYPED = {"boolean": bool, "integer": int, "number": (int, float), "null": type(None)}
+
 
 def _where(error: jsonschema.ValidationError) -> str:
     return ".".join(str(p) for p in error.absolute_path) or "(top level)"
 
 
+def load_schema(schema_path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """The config schema (default: the packaged one)."""
+    path = default_file(CONFIG_SCHEMA) if schema_path is None else schema_path
+    with open(path, encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _resolve(spec: Mapping[str, Any], schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``spec`` with a local ``$ref`` (``#/definitions/name``) followed."""
+    ref = spec.get("$ref")
+    if not isinstance(ref, str) or not ref.startswith("#/"):
+        return spec
+    target: Any = schema
+    for part in ref[2:].split("/"):
+        target = target[part]
+    return _resolve(target, schema)
+
+
+def _types(spec: Mapping[str, Any]) -> set[str]:
+    kind = spec.get("type", [])
+    return {kind} if isinstance(kind, str) else set(kind)
+
+
+def _from_text(value: str, spec: Mapping[str, Any]) -> Any:
+    """A command-line string as the typed value the schema asks for, where YAML reads it so."""
+    types = _types(spec)
+    if types == {"array"}:
+        return [value]  # labels=_gpu_: a list of one
+    if "string" in types or not types & _TYPED.keys():
+        return value
+    try:
+        typed = yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+    wanted = tuple(_TYPED[t] for t in types if t in _TYPED)
+    if isinstance(typed, bool) and "boolean" not in types:
+        return value  # "yes" is not a number
+    return typed if isinstance(typed, wanted) else value
+
+
+def coerce_typed(value: Any, spec: Mapping[str, Any], schema: Mapping[str, Any]) -> Any:
+    """``value`` with every string that the schema types as boolean, number or null read as YAML.
+
+    Objects and arrays are walked, so numbers inside ``overrides`` given on the
+    command line count as numbers; a string that is no such value stays a string
+    and the schema names it.
+    """
+    spec = _resolve(spec, schema)
+    if isinstance(value, str):
+        return _from_text(value, spec)
+    if isinstance(value, Mapping):
+        properties = spec.get("properties", {})
+        extra = spec.get("additionalProperties")
+        out = {}
+        for key, item in value.items():
+            item_spec = properties.get(key, extra if isinstance(extra, Mapping) else {})
+            out[key] = coerce_typed(item, item_spec, schema)
+        return out
+    if isinstance(value, list) and isinstance(spec.get("items"), Mapping):
+        return [coerce_typed(item, spec["items"], schema) for item in value]
+    return value
+
+
 def validate_config(
     config: MutableMapping[str, Any], schema_path: str | os.PathLike[str] | None = None
 ) -> None:
-    """Check ``config`` against the YAML JSON schema (default: the packaged one), then fill
-    top-level defaults in place; :class:`ConfigError` lists every problem, one line each."""
-    schema_path = default_file(CONFIG_SCHEMA) if schema_path is None else schema_path
-    with open(schema_path, encoding="utf-8") as handle:
-        schema = yaml.safe_load(handle)
+    """Read command-line strings by their schema type, check ``config`` against the YAML JSON
+    schema (default: the packaged one), then fill top-level defaults, all in place;
+    :class:`ConfigError` lists every problem, one line each."""
+    schema = load_schema(schema_path)
+    config.update(coerce_typed(dict(config), schema, schema))
     validator = jsonschema.Draft7Validator(schema)
     errors = sorted(validator.iter_errors(dict(config)), key=lambda e: list(map(str, e.absolute_path)))
     if errors:
-        lines = [f"  {_where(e)}: {e.message}" for e in errors]
-        raise ConfigError("invalid config:\n" + "\n".join(lines))
+        raise invalid_config([f"{_where(e)}: {e.message}" for e in errors])
     for key, spec in schema.get("properties", {}).items():
         if key not in config and "default" in spec:
             config[key] = spec["default"]
+
+
+def invalid_config(problems: list[str], heading: str = "invalid config") -> ConfigError:
+    """One error for a config's (or a results folder's) problems: a heading, then one indented line each."""
+    return ConfigError(f"{heading}:\n" + "\n".join(f"  {p}" for p in problems))

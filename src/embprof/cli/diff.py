@@ -1,0 +1,73 @@
+"""Compare two results folders: per-config and per-op deltas, each a change or within noise.
+
+    embprof diff OLD_RESULTS NEW_RESULTS [--gate PCT] [--format text|markdown] [--ops N]
+
+A delta is a change when the Mann-Whitney U test on the two runs' samples (a
+config's repeats, an op's profiled iterations) gives p < 0.05 and the delta
+exceeds the larger of the two spreads (docs/COMPARE.md). Warnings come first
+where the environments differ (GPU, commit, versions, kernel path). With
+--gate PCT the command exits 1 when any config's median train or eval time got
+slower by more than PCT percent and more than its noise, and prints those rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HELP = "compare two results folders; --gate PCT fails on a slowdown beyond PCT and the noise"
+FORMATS = ("text", "markdown")
+DEFAULT_OPS = 25
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("old", type=Path, help="the results folder to compare against")
+    parser.add_argument("new", type=Path, help="the results folder being judged")
+    parser.add_argument(
+        "--gate", type=float, metavar="PCT",
+        help="exit 1 when a config's median train or eval time got slower by more than PCT %% and its noise",
+    )
+    parser.add_argument("--format", choices=FORMATS, default="text", help="text, or a Markdown table for a pull request")
+    parser.add_argument("--ops", type=int, default=DEFAULT_OPS, metavar="N", help=f"per-op rows to show (default {DEFAULT_OPS})")
+
+
+def run(args: argparse.Namespace) -> int:
+    from embprof.compare import compare_runs, load_run
+    from embprof.compare.render import render
+    from embprof.errors import ConfigError
+
+    if args.gate is not None and not args.gate >= 0:
+        raise ConfigError(f"--gate must be a percentage >= 0, got {args.gate:g}")
+    if args.ops < 0:
+        raise ConfigError(f"--ops must be >= 0, got {args.ops}")
+    comparison = compare_runs(load_run(args.old), load_run(args.new))
+    verdict, failed = ("", False) if args.gate is None else _gate(comparison, args.gate, args.format)
+    print(render(comparison, args.format, args.ops, verdict), end="")
+    return 1 if failed else 0
+
+
+def _gate(comparison, pct: float, fmt: str) -> tuple[str, bool]:
+    from embprof.compare import gate_failures, gate_untested
+    from embprof.compare.render import config_cells, text_table
+    from embprof.report.markdown import md_table
+
+    failures, untested = gate_failures(comparison, pct), gate_untested(comparison, pct)
+    table = md_table if fmt == "markdown" else text_table
+    lines = []
+    if len(failures):
+        names = ", ".join(sorted(set(failures["label"])))
+        lines += [
+            f"gate {pct:g}%: FAILED: {len(failures)} config metric(s) slower by more than {pct:g}% "
+            f"and more than their noise: {names}",
+            "",
+            table(config_cells(failures)),
+        ]
+    else:
+        lines.append(
+            f"gate {pct:g}%: passed: no config's median train or eval time got slower by more "
+            f"than {pct:g}% and more than its noise"
+        )
+    if len(untested):
+        lines += ["", f"gate {pct:g}%: {len(untested)} metric(s) slower by more than {pct:g}% could "
+                  f"not be tested (fewer than two repeats): {', '.join(sorted(set(untested['label'])))}"]
+    return "\n".join(lines), bool(len(failures))

@@ -1,0 +1,45 @@
+"""Comparing two runs (docs/COMPARE.md): per-config and per-op deltas, each marked a change or
+within noise by a stated test on the repeats, warnings where the environments differ, and a
+regression gate.
+
+``compare_runs(old, new)`` is the one entry point; it takes two :class:`Run` objects,
+whatever they were loaded from (``load_run`` reads a results folder). ``embprof diff`` and the
+report's ``compare_to`` both go through it.
+"""
+
+from __future__ import annotations
+
+from embprof.compare.deltas import (
+    CHANGE,
+    METRICS,
+    NEW,
+    NOISE,
+    OP_KEYS,
+    REMOVED,
+    UNTESTED,
+    Comparison,
+    config_deltas,
+    op_deltas,
+)
+from embprof.compare.environment import environment_warnings
+from embprof.compare.gate import gate_failures, gate_untested
+from embprof.compare.runs import Run, load_opcalls, load_run
+from embprof.stats import ALPHA
+
+
+def compare_runs(old: Run, new: Run, alpha: float = ALPHA) -> Comparison:
+    """Every per-config and per-op delta of ``new`` against ``old``, and the environment warnings."""
+    return Comparison(
+        old=old.name,
+        new=new.name,
+        configs=config_deltas(old.records, new.records, alpha),
+        ops=op_deltas(old.opcalls, new.opcalls, alpha),
+        warnings=environment_warnings(old, new),
+        alpha=alpha,
+    )
+
+
+__all__ = [
+    "ALPHA", "CHANGE", "METRICS", "NEW", "NOISE", "OP_KEYS", "REMOVED", "UNTESTED", "Comparison",
+    "Run", "compare_runs", "gate_failures", "gate_untested", "load_opcalls", "load_run",
+]

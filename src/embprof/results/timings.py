@@ -1,0 +1,77 @@
+"""Per-repeat timings in a benchmark record (docs/DESIGN.md, "Benchmark result record").
+
+A record's ``timings`` maps every metric (``dyn_train_ms``, ...) to its repeats
+and their summary, or to null where the backend did not run; the flat field of
+the same name holds the median. Records written before repeats existed have no
+``timings``: they read as one repeat of the flat value, with no spread.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from embprof.errors import ContractError
+from embprof.stats import summarize
+
+BACKENDS = ("dyn", "trc")
+PHASES = ("forward", "backward", "train", "eval")
+TIMING_METRICS = tuple(f"{b}_{p}_ms" for b in BACKENDS for p in PHASES)
+STAT_KEYS = ("median", "p90", "min", "max", "spread_pct")
+# What measured the times: CUDA events on a GPU, the process's CPU time on the CPU.
+TIMERS = ("cuda_events", "cpu_time")
+WALL_CLOCK = "wall_clock"  # what records from before the timer field used on the CPU
+
+
+def timing_entry(values: Sequence[float]) -> dict[str, Any]:
+    """What a record holds for one metric: its repeats and their summary."""
+    return {"repeats": [float(v) for v in values], **summarize(values)}
+
+
+def repeat_values(record: Mapping[str, Any], metric: str) -> list[float]:
+    """The metric's per-repeat values; an older record's flat value as one repeat; [] where absent."""
+    entry = (record.get("timings") or {}).get(metric)
+    if isinstance(entry, Mapping) and isinstance(entry.get("repeats"), list):
+        return [float(v) for v in entry["repeats"]]
+    value = record.get(metric)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return [float(value)]
+    return []
+
+
+def timing_summary(record: Mapping[str, Any], metric: str) -> dict[str, Any] | None:
+    """The metric's repeats and summary (older records: one repeat, spread None); None where absent."""
+    values = repeat_values(record, metric)
+    return timing_entry(values) if values else None
+
+
+def timer_of(record: Mapping[str, Any]) -> str:
+    """The record's ``timer``; for records from before it, what the benchmark then used (CUDA
+    events on a GPU, the wall clock on the CPU)."""
+    timer = record.get("timer")
+    if timer:
+        return str(timer)
+    return "cuda_events" if str(record.get("device") or "").startswith("cuda") else WALL_CLOCK
+
+
+def check_timings(record: Mapping[str, Any]) -> None:
+    """A new record's ``repeats`` and ``timings`` agree with each other and with its flat fields."""
+    repeats, timings = record.get("repeats"), record.get("timings")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
+        raise ContractError(f"record repeats must be an integer >= 1, got {repeats!r}")
+    if record.get("timer") not in TIMERS:
+        raise ContractError(f"record timer must be one of {TIMERS}, got {record.get('timer')!r}")
+    if not isinstance(timings, Mapping) or set(timings) != set(TIMING_METRICS):
+        raise ContractError(f"record timings must map exactly {list(TIMING_METRICS)}")
+    for metric in TIMING_METRICS:
+        entry, flat = timings[metric], record.get(metric)
+        if entry is None:
+            if flat is not None:
+                raise ContractError(f"record {metric} is {flat!r} but its timings entry is null")
+            continue
+        values = entry.get("repeats") if isinstance(entry, Mapping) else None
+        if not isinstance(values, list) or len(values) != repeats:
+            raise ContractError(f"record timings[{metric!r}] must hold {repeats} repeats")
+        if set(entry) != {"repeats", *STAT_KEYS} or flat != entry["median"]:
+            raise ContractError(f"record timings[{metric!r}]: keys {sorted(entry)}, median must equal {metric}")

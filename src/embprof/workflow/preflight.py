@@ -1,0 +1,123 @@
+"""What can be known about a run before any job starts, checked when the Snakefile is parsed.
+
+The schema says what a value may look like; these checks say whether the run it
+asks for can work: a ``-k`` expression pytest can parse, label substrings that
+name configs of the preset, a ``total_cap`` the tables can share, iterations whose
+inputs fit in this host's memory, a ``compare_to`` that is a results folder. Every
+problem is one line naming its key; nothing here runs pytest or imports torch.
+Whether a ``-k`` expression matches any test id is pytest's to say: the collect
+job does, in one line.
+The suite's facts come in as functions (the benchmark's own ``preset_labels``,
+``select_problem`` and ``inputs_problem``), so the rule that makes a label has one home. The results folder's
+files that the input functions read are checked here too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from embprof.errors import ContractError
+from embprof.results.configs import read_configs
+from embprof.results.layout import ResultsLayout
+from embprof.results.records import read_results
+from embprof.results.steps import read_status
+
+
+@dataclass(frozen=True)
+class SuiteFacts:
+    """What the benchmark suite says about a preset without running it."""
+
+    labels: Callable[[str, int | None], list[str]]  # (preset, total_cap) -> labels; ValueError
+    select_problem: Callable[[str], str | None]  # why a -k expression cannot select, or None
+    # (preset, iterations, memory bytes) -> why their inputs cannot fit, or None
+    inputs_problem: Callable[[str, int, int | None], str | None]
+
+
+def iteration_problems(
+    config: Mapping[str, Any], inputs_problem: Callable[[str, int, int | None], str | None],
+    memory: int | None,
+) -> list[str]:
+    """Iteration counts (global and per override) whose pre-generated inputs exceed this host's memory."""
+    settings = {"": config} | {f"overrides.{k}.": v for k, v in config["overrides"].items()}
+    problems = []
+    for prefix, values in settings.items():
+        for key in ("num_iterations", "profile_iterations"):
+            if values.get(key) is not None:
+                problem = inputs_problem(config["preset"], values[key], memory)
+                problems += [f"{prefix}{key}: {problem}"] if problem else []
+    return problems
+
+
+def compare_to_problem(compare_to: str | None, results: ResultsLayout) -> str | None:
+    """Why ``compare_to`` is not a previous results folder the report can read, or ``None``."""
+    if not compare_to:
+        return None
+    folder = Path(compare_to)
+    if not folder.is_dir():
+        return f"compare_to: {compare_to}: no such folder"
+    if results.root.is_dir() and os.path.samefile(folder, results.root):
+        return f"compare_to: {compare_to} is this run's own results folder; name an earlier one"
+    previous = ResultsLayout(folder).benchmark_results
+    if not previous.is_file():
+        return f"compare_to: {compare_to}: not a results folder (it has no {previous.name})"
+    try:
+        read_results(previous)
+    except ContractError as exc:
+        return f"compare_to: {exc}"
+    return None
+
+
+def label_problems(config: Mapping[str, Any], suite_labels: Callable[[str, int | None], list[str]]) -> list[str]:
+    """A ``total_cap`` the tables cannot share, and ``labels`` substrings that name no config."""
+    preset = config["preset"]
+    try:
+        labels = suite_labels(preset, config["total_cap"])
+    except ValueError as exc:
+        return [f"total_cap: {exc}"]
+    return [
+        f"labels: {wanted!r} is in no config label of the {preset} preset (e.g. {labels[0]})"
+        for wanted in config["labels"]
+        if not any(wanted in label for label in labels)
+    ]
+
+
+def run_problems(
+    config: Mapping[str, Any], suite: SuiteFacts, results: ResultsLayout, memory: int | None
+) -> list[str]:
+    """Every problem of a schema-valid config that would make its jobs fail, one line each."""
+    problem = suite.select_problem(config["select"]) if config["select"] else None
+    problems = [f"select: {problem}"] if problem else []
+    problems += label_problems(config, suite.labels)
+    problems += iteration_problems(config, suite.inputs_problem, memory)
+    problems += [p for p in (compare_to_problem(config["compare_to"], results),) if p]
+    return problems
+
+
+def results_problems(results: ResultsLayout) -> list[str]:
+    """Broken files among those the workflow's input functions read at every DAG pass
+    (``configs.tsv`` and its configs' statuses), each named with what to do; the run
+    stops before any job rather than in a traceback of an input function.
+
+    Both are checkpoint outputs, which Snakemake does not make again just because one
+    is missing: the way out is to delete the file and force its rule.
+    """
+    if not results.configs.exists():
+        return []
+    try:
+        configs = read_configs(results.configs)
+    except ContractError as exc:
+        return [f"{exc}: delete it and run with --forcerun collect (the configs are listed again)"]
+    problems = []
+    for config in configs:
+        path = results.status(config.label)
+        try:
+            if path.exists():
+                read_status(path)
+        except ContractError as exc:
+            problems.append(f"{exc}: delete it and run with --forcerun status "
+                            f"(statuses are merged again from {results.root / 'steps'}/)")
+    return problems

@@ -1,0 +1,52 @@
+"""The docs' measured figures are the committed files' figures: tools/docs_figures.py --check."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOL = ROOT / "tools" / "docs_figures.py"
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("docs_figures", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_generated_figure_agrees_with_its_files() -> None:
+    done = subprocess.run([sys.executable, str(TOOL), "--check"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_changed_record_changes_the_figure_and_fails_the_check(tmp_path: Path) -> None:
+    tool = _tool()
+    source = ROOT / "examples/h200/measurements/suite_1f4fbf8.json"
+    records = json.loads(source.read_text())
+    page = f"<!-- generated: suite-ratios after={tmp_path / 'suite.json'} -->\n<!-- /generated -->\n"
+    (tmp_path / "suite.json").write_text(json.dumps(records))
+    written = tool.rewrite(page)
+    assert "| gpu sgd | 1.72 | 0.86 | 1.99x | 2.01x |" in written
+    assert tool.rewrite(written) == written, "a page just written agrees with its files"
+    sgd_gpu = next(r for r in records if r["label"].endswith("_sgd_gpu_pool=none_cap=1638K"))
+    sgd_gpu["dyn_train_ms"] *= 2
+    (tmp_path / "suite.json").write_text(json.dumps(records))
+    rewritten = tool.rewrite(written)
+    assert rewritten != written and "| gpu sgd | 3.44 | 0.86 | 3.97x | 2.01x |" in rewritten
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [("nope file=x", "unknown table 'nope'"), ("bench-tables", "bench-tables"), ("suite-ratios after=/nonexistent.json", "/nonexistent.json")],
+)
+def test_a_bad_marker_is_one_error_line(spec: str, message: str) -> None:
+    tool = _tool()
+    with pytest.raises(tool.FigureError, match=message):
+        tool.rewrite(f"<!-- generated: {spec} -->\n<!-- /generated -->\n")

@@ -1,0 +1,261 @@
+"""Write every measured figure the docs quote from the committed files that hold it.
+
+A figure in a Markdown page sits between two markers that name the table and the
+files it comes from:
+
+    <!-- generated: suite-ratios after=examples/h200/measurements/suite_1f4fbf8.json -->
+    ...table written by this command...
+    <!-- /generated -->
+
+``python tools/docs_figures.py`` rewrites every such block of the pages below the
+repository root; ``--check`` rewrites nothing and exits 1, naming each block that
+disagrees with its files (the test suite runs it). A figure is never typed by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+
+from embprof.labels import parse_label  # noqa: E402
+from embprof.results.busy import read_busy  # noqa: E402
+from embprof.results.records import read_records  # noqa: E402
+
+PAGES = ("README.md", "docs/*.md", "benchmarks/README.md", "examples/*/README.md", "examples/*/*/README.md")
+BLOCK = re.compile(r"(<!-- generated: (?P<spec>[^>]*?) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S)
+REFERENCE = "examples/reference/dynamicemb_h100_benchmark_results.json"
+SUITE_ORDER = ("no_caching", "no_hbm", "gpu", "caching")
+SUITE_NAMES = {"gpu": "gpu", "caching": "caching", "no_caching": "no_caching", "no_hbm": "no_hbm"}
+
+
+class FigureError(Exception):
+    """A marker that names no known table, or files that do not hold what the table needs."""
+
+
+def _table(header: list[str], rows: list[list[str]], numeric_from: int = 1) -> str:
+    rule = ["---" if i < numeric_from else "---:" for i in range(len(header))]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(rule) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _ms(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _ratio(dyn: float | None, tbe: float | None) -> str:
+    return "—" if not dyn or not tbe else f"{dyn / tbe:.2f}x"
+
+
+def _config_key(record: dict) -> tuple[str, str, float | None]:
+    fields = parse_label(record["label"])
+    return fields.mode, fields.optimizer, fields.cache_footprint_ratio
+
+
+def _config_name(key: tuple[str, str, float | None]) -> str:
+    mode, optimizer, cfr = key
+    return f"{SUITE_NAMES[mode]}{f' cfr {cfr}' if cfr is not None else ''} {optimizer}"
+
+
+def _records(path: str) -> dict[tuple, dict]:
+    try:
+        records = read_records(ROOT / path)
+    except Exception as error:  # noqa: BLE001 - any unreadable file is one line for the writer of the docs
+        raise FigureError(f"{path}: {error}") from None
+    return {_config_key(r): r for r in records}
+
+
+def _ordered(keys) -> list[tuple]:
+    return sorted(keys, key=lambda k: (SUITE_ORDER.index(k[0]), k[2] or 0, k[1]))
+
+
+def suite_ratios(after: str, before: str | None = None, reference: str = REFERENCE) -> str:
+    """Train ms dyn / TBE per config of a suite run, beside an earlier run and the reference system's records."""
+    now, earlier, ref = _records(after), _records(before) if before else {}, _records(reference)
+    header = ["config"] + (["before: dyn / TBE"] if before else []) + ["dyn ms", "TBE ms", "dyn / TBE", "reference (H100)"]
+    rows = []
+    for key in _ordered(now):
+        record = now[key]
+        row = [_config_name(key)]
+        if before:
+            old = earlier.get(key, {})
+            row.append(_ratio(old.get("dyn_train_ms"), old.get("trc_train_ms")))
+        row += [_ms(record.get("dyn_train_ms")), _ms(record.get("trc_train_ms")), _ratio(record.get("dyn_train_ms"), record.get("trc_train_ms"))]
+        row.append(_ratio(ref.get(key, {}).get("dyn_train_ms"), ref.get(key, {}).get("trc_train_ms")))
+        rows.append(row)
+    return _table(header, rows)
+
+
+def suite_eval(after: str, reference: str = REFERENCE) -> str:
+    """Eval ms dyn / TBE per config, beside the reference system's."""
+    now, ref = _records(after), _records(reference)
+    rows = [
+        [_config_name(key), _ms(now[key].get("dyn_eval_ms")), _ms(now[key].get("trc_eval_ms")),
+         _ratio(now[key].get("dyn_eval_ms"), now[key].get("trc_eval_ms")),
+         _ratio(ref.get(key, {}).get("dyn_eval_ms"), ref.get(key, {}).get("trc_eval_ms"))]
+        for key in _ordered(now)
+    ]
+    return _table(["config", "dyn eval ms", "TBE eval ms", "dyn / TBE", "reference (H100)"], rows)
+
+
+def _bench(path: str) -> dict:
+    try:
+        return json.loads((ROOT / path).read_text())
+    except (OSError, ValueError) as error:
+        raise FigureError(f"{path}: {error}") from None
+
+
+def bench_tables(file: str) -> str:
+    """``benchmarks/bench_tables.py``'s record: ms per phase, the train ratio, the first pass."""
+    rows = []
+    for r in _bench(file)["results"]:
+        dyn, tbe = r["dyn_forward_ms"] + r["dyn_backward_ms"], None
+        if r["tbe_forward_ms"] is not None:
+            tbe = r["tbe_forward_ms"] + r["tbe_backward_ms"]
+        rows.append([r["config"], *(_ms(r[k], 3) for k in ("dyn_forward_ms", "dyn_backward_ms", "tbe_forward_ms", "tbe_backward_ms")),
+                     _ratio(dyn, tbe), _ms(r["dyn_first_pass_ms"], 3), _ms(r["tbe_first_pass_ms"], 3),
+                     _ratio(r["dyn_first_pass_ms"], r["tbe_first_pass_ms"])])
+    return _table(["config", "dyn fwd", "dyn bwd", "TBE fwd", "TBE bwd", "train x", "dyn 1st", "TBE 1st", "1st x"], rows)
+
+
+def host_traffic(file: str) -> str:
+    """Host-row bytes per training step over its time, against the pinned copy peaks the same run measured."""
+    data = _bench(file)
+    peaks = data.get("copy_peaks")
+    if not peaks:
+        raise FigureError(f"{file}: no copy_peaks (a CPU run?)")
+    rows = []
+    for r in data["results"]:
+        if "host_read_bytes_per_iter" not in r:
+            continue
+        train = r["dyn_forward_ms"] + r["dyn_backward_ms"]
+        read, written = r["host_read_bytes_per_iter"], r["host_written_bytes_per_iter"]
+        rows.append([r["config"], f"{read / 1e6:.1f}", f"{written / 1e6:.1f}", _ms(train, 3), f"{read / (train * 1e6):.1f}",
+                     f"{written / (train * 1e6):.1f}", f"{read / (train * 1e6) / peaks['h2d_gbps']:.0%}", _ms(read / (peaks["h2d_gbps"] * 1e6), 1)])
+    header = ["config", "read MB", "written MB", "train ms", "read GB/s", "written GB/s", "read / H2D peak", "ms at the peak"]
+    note = f"Pinned copy peaks of the same run: host-to-device {peaks['h2d_gbps']:.1f} GB/s, device-to-host {peaks['d2h_gbps']:.1f} GB/s.\n\n"
+    return note + _table(header, rows)
+
+
+def _op_ms(path: Path) -> dict[tuple[str, str], float]:
+    totals: dict[tuple[str, str], float] = {}
+    with path.open(newline="") as f:
+        for row in csv.DictReader(f):
+            if row["backend"] == "dyn":
+                key = (row["phase"], row["op"])
+                totals[key] = totals.get(key, 0.0) + float(row["avg_ms_per_iter"])
+    return totals
+
+
+def per_op(before: str, after: str, label: str, floor: str = "0.01") -> str:
+    """dyn's GPU ms per iteration per (phase, op) of one config in two breakdowns, with both backends' GPU-busy."""
+    name = f"opcalls__{label}"
+    try:
+        old, new = _op_ms(ROOT / before / f"{name}.csv"), _op_ms(ROOT / after / f"{name}.csv")
+        busy_old, busy_new = read_busy(ROOT / before / f"{name}.busy.json"), read_busy(ROOT / after / f"{name}.busy.json")
+    except (OSError, KeyError, ValueError) as error:
+        raise FigureError(f"{label}: {error}") from None
+    keys = sorted(set(old) | set(new), key=lambda k: -(old.get(k, 0.0) + new.get(k, 0.0)))
+    rows = [[phase, op, _ms(old.get((phase, op)), 3), _ms(new.get((phase, op)), 3)] for phase, op in keys
+            if old.get((phase, op), 0.0) + new.get((phase, op), 0.0) >= float(floor)]
+    rows.append(["all", "dyn GPU busy", _ms(busy_old.ms_per_iter["dyn"], 3), _ms(busy_new.ms_per_iter["dyn"], 3)])
+    rows.append(["all", "TBE GPU busy", _ms(busy_old.ms_per_iter["trc"], 3), _ms(busy_new.ms_per_iter["trc"], 3)])
+    return _table(["phase", "op", "before", "after"], rows, numeric_from=2)
+
+
+def example_run(dir: str) -> str:  # noqa: A002 - the marker's word
+    """One line: where and when an example's files were measured, from its environment.json (and the
+    records' provenance)."""
+    from embprof.results.environment import read_environment
+    from embprof.results.provenance import read_provenance
+
+    try:
+        env = read_environment(ROOT / dir / "environment.json")
+    except Exception as error:  # noqa: BLE001 - any unreadable file is one line for the writer of the docs
+        raise FigureError(f"{dir}: {error}") from None
+    provenance = read_provenance(env)
+    commit = provenance["git_commit"]
+    at = f"commit `{commit[:7]}`" + (" (with uncommitted changes)" if provenance["git_dirty"] else "") if commit else "a commit not recorded"
+    return (f"Measured at {at} on one {env.get('gpu_name') or env.get('device')} (driver {env.get('driver')}, "
+            f"torch {env.get('torch')}, fbgemm-gpu {env.get('fbgemm_gpu')}), profiled with {env.get('profiler')}, "
+            f"{str(env.get('date', ''))[:10]}.\n")
+
+
+def ec_results(file: str) -> str:
+    """The EmbeddingCollection benchmark's records: TorchRec against dynamic tables per dedup setting
+    (the benchmark's own comparison table, ``benchmark.embedding_collection.compare``)."""
+    from benchmark.embedding_collection.compare import table
+
+    try:
+        records = [r for r in read_records(ROOT / file) if r.get("benchmark") == "embedding_collection"]
+    except Exception as error:  # noqa: BLE001 - any unreadable file is one line for the writer of the docs
+        raise FigureError(f"{file}: {error}") from None
+    if not records:
+        raise FigureError(f"{file}: no embedding_collection records")
+    return table(records) + "\n"
+
+
+TABLES: dict[str, Callable[..., str]] = {
+    "ec-results": ec_results,
+    "example-run": example_run,
+    "suite-ratios": suite_ratios,
+    "suite-eval": suite_eval,
+    "bench-tables": bench_tables,
+    "host-traffic": host_traffic,
+    "per-op": per_op,
+}
+
+
+def render(spec: str) -> str:
+    name, *pairs = spec.split()
+    if name not in TABLES:
+        raise FigureError(f"unknown table {name!r} (known: {', '.join(TABLES)})")
+    try:
+        arguments = dict(pair.split("=", 1) for pair in pairs)
+        return TABLES[name](**arguments)
+    except TypeError as error:
+        raise FigureError(f"{name}: {error}") from None
+
+
+def rewrite(text: str) -> str:
+    return BLOCK.sub(lambda m: m.group(1) + render(m.group("spec")) + m.group(4), text)
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    return sorted({p for pattern in PAGES for p in root.glob(pattern)})
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="change nothing; exit 1 naming each page whose figures disagree with their files")
+    args = parser.parse_args(argv)
+    stale = []
+    try:
+        for page in pages():
+            text = page.read_text()
+            new = rewrite(text)
+            if new != text:
+                stale.append(page.relative_to(ROOT))
+                if not args.check:
+                    page.write_text(new)
+    except FigureError as error:
+        print(f"docs_figures: {error}", file=sys.stderr)
+        return 1
+    if args.check and stale:
+        print(f"docs_figures: figures disagree with their files in {', '.join(map(str, stale))}; run python tools/docs_figures.py", file=sys.stderr)
+        return 1
+    for page in stale:
+        print(f"docs_figures: rewrote {page}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
