@@ -52,6 +52,10 @@ rule bandwidth_plot:
     localrule: True
     input:
         bandwidth=get_bandwidth_files,
+        # Which configs it shows follows the status checkpoint: an input of its own, so that
+        # Snakemake asks get_bandwidth_files again once the checkpoint has run (ancient: a
+        # status that changes which configs are shown changes the set of inputs anyway).
+        status=ancient(L.status_dir),
         configs=ancient(L.configs),
         peak=L.peak,
         plotly_js=L.plotly_js,
