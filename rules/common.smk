@@ -16,7 +16,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from snakemake.exceptions import IncompleteCheckpointException, WorkflowError
+from snakemake.exceptions import WorkflowError
 
 try:
     import embprof
@@ -254,21 +254,8 @@ def get_ancient_timing_files(wildcards):
 
 
 def get_step_records(wildcards):
-    """The records the status checkpoint merges: every config's profile and timing step.
-
-    Until the collect checkpoint is evaluated, the configs come from the table already on
-    disk, where there is one: so Snakemake knows from its first pass whether the status must
-    be merged again, instead of taking the last run's status as current and planning per-op
-    jobs from it (a breakdown of a config whose profile now fails). The table is an input of
-    the checkpoint, so it is evaluated again, with collect's configs, once collect has run.
-    """
-    try:
-        labels = get_labels()
-    except IncompleteCheckpointException:
-        if not L.configs.is_file():
-            raise
-        labels = list(_read_configs(str(L.configs), os.stat(L.configs).st_mtime_ns))
-    return [L.step(step, label) for label in labels for step in RUN_STEPS]
+    """The records the status checkpoint merges: every config's profile and timing step."""
+    return [L.step(step, label) for label in get_labels() for step in RUN_STEPS]
 
 
 def get_per_op_outputs(wildcards):
