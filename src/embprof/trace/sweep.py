@@ -108,18 +108,16 @@ class Contexts:
         u_head, u_path = np.divmod(uniq, n_paths)
         before = len(self._ctx)
         ids = self._ctx.codes_of_distinct((u_head << _PATH_SHIFT) | u_path)
-        for key in self._ctx.keys[before:]:
-            rest, p = divmod(key, 1 << _PATH_SHIFT)
-            rest, h = divmod(rest, 2)
-            rest, ph = divmod(rest, 2)
-            label_iteration, b = divmod(rest, 2)
-            lab, it = divmod(self._label_iterations.keys[label_iteration], 1 << _PATH_SHIFT)
-            self.ctx_label.append(lab)
-            self.ctx_iteration.append(it)
-            self.ctx_backend.append(b)
-            self.ctx_phase.append(ph)
-            self.ctx_has_op.append(bool(h))
-            self.ctx_path.append(p)
+        if len(self._ctx) > before:  # the new contexts' parts, unpacked at once
+            new = np.array(self._ctx.keys[before:], np.int64)
+            head, path = new >> _PATH_SHIFT, new & ((1 << _PATH_SHIFT) - 1)
+            pairs = np.array(self._label_iterations.keys, np.int64)[head >> 3]
+            self.ctx_label += (pairs >> _PATH_SHIFT).tolist()
+            self.ctx_iteration += (pairs & ((1 << _PATH_SHIFT) - 1)).tolist()
+            self.ctx_backend += ((head >> 2) & 1).tolist()
+            self.ctx_phase += ((head >> 1) & 1).tolist()
+            self.ctx_has_op += (head & 1).astype(bool).tolist()
+            self.ctx_path += path.tolist()
         return ids[inverse]
 
     def add_spans(self, label: np.ndarray, backend: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
