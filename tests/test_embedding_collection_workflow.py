@@ -1,7 +1,7 @@
 """The EmbeddingCollection family in the workflow: what a dry run plans, and `embprof ec-results`.
 
 A full run of the family (four torchruns timed, four profiled) takes minutes
-on a 2-core machine; it was run by hand (README). Here Snakemake's dry run,
+on a 2-core machine; it was run by hand (docs/embedding_collection.md). Here Snakemake's dry run,
 the decision it acts on, is checked on a copy of the workflow.
 """
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
 from embprof.labels import parse_label  # noqa: E402
 from embprof.results.busy import read_busy  # noqa: E402
@@ -171,7 +171,41 @@ def per_op(before: str, after: str, label: str, floor: str = "0.01") -> str:
     return _table(["phase", "op", "before", "after"], rows, numeric_from=2)
 
 
+def example_run(dir: str) -> str:  # noqa: A002 - the marker's word
+    """One line: where and when an example's files were measured, from its environment.json (and the
+    records' provenance)."""
+    from embprof.results.environment import read_environment
+    from embprof.results.provenance import read_provenance
+
+    try:
+        env = read_environment(ROOT / dir / "environment.json")
+    except Exception as error:  # noqa: BLE001 - any unreadable file is one line for the writer of the docs
+        raise FigureError(f"{dir}: {error}") from None
+    provenance = read_provenance(env)
+    commit = provenance["git_commit"]
+    at = f"commit `{commit[:7]}`" + (" (with uncommitted changes)" if provenance["git_dirty"] else "") if commit else "a commit not recorded"
+    return (f"Measured at {at} on one {env.get('gpu_name') or env.get('device')} (driver {env.get('driver')}, "
+            f"torch {env.get('torch')}, fbgemm-gpu {env.get('fbgemm_gpu')}), profiled with {env.get('profiler')}, "
+            f"{str(env.get('date', ''))[:10]}.\n")
+
+
+def ec_results(file: str) -> str:
+    """The EmbeddingCollection benchmark's records: TorchRec against dynamic tables per dedup setting
+    (the benchmark's own comparison table, ``benchmark.embedding_collection.compare``)."""
+    from benchmark.embedding_collection.compare import table
+
+    try:
+        records = [r for r in read_records(ROOT / file) if r.get("benchmark") == "embedding_collection"]
+    except Exception as error:  # noqa: BLE001 - any unreadable file is one line for the writer of the docs
+        raise FigureError(f"{file}: {error}") from None
+    if not records:
+        raise FigureError(f"{file}: no embedding_collection records")
+    return table(records) + "\n"
+
+
 TABLES: dict[str, Callable[..., str]] = {
+    "ec-results": ec_results,
+    "example-run": example_run,
     "suite-ratios": suite_ratios,
     "suite-eval": suite_eval,
     "bench-tables": bench_tables,

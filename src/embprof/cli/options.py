@@ -14,7 +14,7 @@ def add_suite_root(parser: argparse.ArgumentParser) -> None:
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
-    """The config's run settings (README "Configuration"), as the rules pass them."""
+    """The config's run settings (docs/workflow.md, "Configuration"), as the rules pass them."""
     parser.add_argument("--preset", required=True, help="smoke or seed")
     parser.add_argument("--num-iterations", type=int, default=None)
     parser.add_argument("--no-torchrec", action="store_true", help="skip the TorchRec/FBGEMM baseline")

@@ -90,7 +90,7 @@ def run_and_publish(
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How a config's benchmark runs (the config's settings and overrides, README "Configuration")."""
+    """How a config's benchmark runs (the config's settings and overrides, docs/workflow.md, "Configuration")."""
 
     preset: str
     num_iterations: int | None = None
