@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from embprof.compare import compare_runs, load_database_run, load_run
+    from embprof.compare import compare_runs, load_run
+    from embprof.compare.database import load_database_run
     from embprof.compare.render import render
     from embprof.errors import ConfigError
 

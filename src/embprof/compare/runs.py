@@ -1,8 +1,8 @@
 """A run to compare: what the comparison reads of one set of measurements.
 
 :class:`Run` does not care where its data came from: :func:`load_run` fills one
-from a results folder, :func:`load_database_run` from a run of a results database
-(embprof.results.database); both give the same object for the same run.
+from a results folder, :func:`embprof.compare.database.load_database_run` from a run of
+a results database; both give the same object for the same run.
 """
 
 from __future__ import annotations
@@ -63,18 +63,3 @@ def load_run(folder: str | os.PathLike[str], name: str | None = None) -> Run:
         opcalls=load_opcalls(layout, per_op_labels(layout, sorted(labels))),
         environment=environment,
     )
-
-
-def load_database_run(path: str | os.PathLike[str], run_id: str) -> Run:
-    """The run ``run_id`` of the results database ``path`` as a :class:`Run` named by its id."""
-    from embprof.results.database import reading
-    from embprof.results.database.read import require_run, run_environment, run_opcalls, run_records
-
-    with reading(path) as db:
-        require_run(db, path, run_id)
-        return Run(
-            name=run_id,
-            records=run_records(db, run_id),
-            opcalls=run_opcalls(db, run_id),
-            environment=run_environment(db, run_id),
-        )
