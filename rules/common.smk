@@ -92,6 +92,7 @@ CODE = {
     "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth", "compare"],
     "bandwidth": [*_BASE, "cli/bandwidth.py", "defaults.py", "bandwidth"],
     "peak_bandwidth": [*_BASE, "cli/peak_bandwidth.py", "bandwidth/peak.py"],
+    "database": [*_BASE, "cli/db.py"],
 }
 DIGEST = {step: code_digest(paths, root=PACKAGE) for step, paths in CODE.items()}
 DIGEST["measured"] = code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)

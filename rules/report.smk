@@ -82,6 +82,9 @@ rule report:
         status=get_status_files,
         environment=L.environment,
         peak=L.peak,
+        # Written beside the report, not read by it: `snakemake report` leaves the database
+        # too. Ancient: runs merged into it (embprof db merge) do not re-draw the report.
+        database=ancient(L.database),
         settings=get_settings("report"),
     output:
         html=update(report(

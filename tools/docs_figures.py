@@ -219,7 +219,16 @@ def ec_results(file: str) -> str:
     return table(records) + "\n"
 
 
+def db_schema() -> str:
+    """The results database's tables, views and columns: ``embprof db schema`` of a new database
+    (what ``embprof db write`` makes), read from SQLite's catalogue and the file's own docs."""
+    from embprof.results.database.describe import empty_schema_markdown
+
+    return empty_schema_markdown()
+
+
 TABLES: dict[str, Callable[..., str]] = {
+    "db-schema": db_schema,
     "ec-results": ec_results,
     "example-run": example_run,
     "suite-ratios": suite_ratios,
