@@ -95,6 +95,7 @@ CODE = {
     "bandwidth_plot": [*_BASE, "cli/bandwidth_plot.py", *_FIGURES, "bandwidth"],
     "plotly_js": ["cli/plotly_js.py", "plots/figures.py"],
     "peak_bandwidth": [*_BASE, "cli/peak_bandwidth.py", "bandwidth/peak.py"],
+    "database": [*_BASE, "cli/db.py"],
 }
 DIGEST = {step: code_digest(paths, root=PACKAGE) for step, paths in CODE.items()}
 DIGEST["measured"] = code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)

@@ -85,6 +85,9 @@ rule report:
         status=L.status_dir,
         environment=L.environment,
         peak=L.peak,
+        # Written beside the report, not read by it: `snakemake report` leaves the database
+        # too. Ancient: runs merged into it (embprof db merge) do not re-draw the report.
+        database=ancient(L.database),
         settings=get_settings("report"),
     output:
         html=update(report(

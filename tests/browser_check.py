@@ -35,8 +35,9 @@ async def _evaluate(tab, expression: str):
     return reply["result"]["result"]["value"]
 
 
-async def open_page(page: Path, screenshot: Path, settle_s: float = 20.0) -> PageCheck:
-    """Load ``page`` with the network off, wait until plotly drew every figure, screenshot it."""
+async def open_page(page: Path, screenshot: Path, settle_s: float = 20.0, max_height: int | None = None) -> PageCheck:
+    """Load ``page`` with the network off, wait until plotly drew every figure, screenshot it
+    (the whole page, or its top ``max_height`` pixels)."""
     import choreographer
 
     check = PageCheck()
@@ -92,6 +93,8 @@ async def open_page(page: Path, screenshot: Path, settle_s: float = 20.0) -> Pag
                 break
             await asyncio.sleep(0.2)
         height = await _evaluate(tab, PAGE_HEIGHT)
+        if max_height is not None:
+            height = min(height, max_height)
         shot = await tab.send_command(
             "Page.captureScreenshot",
             params={

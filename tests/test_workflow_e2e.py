@@ -11,11 +11,13 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -149,6 +151,38 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
 
 @pytest.mark.slow
 @pytest.mark.e2e
+def test_the_report_summary_table_and_the_database_agree(tiny_run: tuple[Path, Path]) -> None:
+    """Both from the tiny run: every number of the report's summary table, as the function that
+    builds it gives them from the run's files, equals the database's ``summary`` view."""
+    from embprof.report.tables import headline
+    from embprof.results.configs import read_configs
+    from embprof.results.layout import ResultsLayout
+    from embprof.results.records import read_results
+    from embprof.results.steps import read_statuses
+
+    workdir, _ = tiny_run
+    layout = ResultsLayout(workdir / "results")
+    records = {r["label"]: r for r in read_results(layout.benchmark_results)}
+    labels = sorted({c.label for c in read_configs(layout.configs)} | set(records))
+    failed = {
+        label: s["failed_step"] for label, s in read_statuses(layout.status_dir).items()
+        if not s["ok"] and label in labels
+    }
+    report = headline(labels, records, failed)
+    with sqlite3.connect(layout.database) as con:
+        [(run_id,)] = con.execute("SELECT value FROM meta WHERE key = 'own_run'").fetchall()
+        view = pd.read_sql_query("SELECT * FROM summary WHERE run_id = ? ORDER BY label", con, params=[run_id])
+        opcalls = dict(con.execute("SELECT label, count(*) FROM opcalls GROUP BY label").fetchall())
+        [crashed] = con.execute("SELECT status, failed_step FROM configs WHERE label = ?", [CRASH_LABEL]).fetchall()
+    assert labels == sorted([*GOOD_LABELS, CRASH_LABEL]) and list(view["label"]) == labels
+    assert set(report.columns) <= set(view.columns), set(report.columns) - set(view.columns)
+    assert report.loc[report["label"] != CRASH_LABEL, "dyn_train_ms"].gt(0).all()
+    pd.testing.assert_frame_equal(view[list(report.columns)], report, check_dtype=False)
+    assert crashed == ("failed", "profile") and set(opcalls) == set(GOOD_LABELS)
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
 def test_second_run_does_nothing(tiny_run: tuple[Path, Path]) -> None:
     workdir, config = tiny_run
     assert_nothing_to_do(snakemake(workdir, "--cores", "1", "report", "--configfile", str(config)))
@@ -173,8 +207,14 @@ def test_one_config_params_rerun_only_that_config_and_aggregates(
     assert {label for (rule, label) in jobs if rule in PER_CONFIG_RULES} == {changed}
     assert {rule for rule, _ in jobs} == {
         "profile", "breakdown", "sunburst", "bandwidth", "timing", "status",
-        "aggregate", "environment", "latency_plot", "bandwidth_plot", "report",
+        "aggregate", "environment", "latency_plot", "bandwidth_plot", "database", "report",
     }
+    # The database is upserted: the changed config's rows replaced, the others' left alone.
+    database = own / "results" / "embprof.sqlite"
+    assert (own / "results" / "logs" / "database.log").read_text().strip().endswith(
+        "1 config(s) written, 2 unchanged, 0 removed")
+    with sqlite3.connect(database) as con:
+        assert con.execute("SELECT count(*) FROM timings WHERE label = ? AND n = 4", [changed]).fetchone() == (8,)
     [record] = json.loads((own / "results" / "timing" / f"{changed}.json").read_text())
     assert record["num_iterations"] == 3
     assert record["repeats"] == 4 and len(record["timings"]["dyn_eval_ms"]["repeats"]) == 4

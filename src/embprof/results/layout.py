@@ -137,6 +137,11 @@ class ResultsLayout:
         return self.root / "environment.json"
 
     @property
+    def database(self) -> Path:
+        """The run's results as one SQLite file (embprof.results.database)."""
+        return self.root / "embprof.sqlite"
+
+    @property
     def report_dir(self) -> Path:
         return self.root / "report"
 
