@@ -12,7 +12,7 @@ SLURM_DIR := $(VENV)/slurm
 SLURM_STAMP := $(SLURM_DIR)/.installed
 CORES ?= 1
 
-.PHONY: report unlock test lint lock slurm system-deps clean-results
+.PHONY: report unlock test lint lock slurm system-deps test-deps clean-results
 
 # The venv is rebuilt when the pins change: the runtime and the benchmark's (CPU) locks.
 $(STAMP): requirements.txt requirements-bench.txt requirements-nodeps.txt pyproject.toml
@@ -36,9 +36,12 @@ $(SLURM_STAMP): $(STAMP) requirements-slurm.txt
 
 slurm: $(SLURM_STAMP)
 
-# Debian packages the tests and static figure export need (idempotent).
+# Debian packages static figure export needs, and the tests (idempotent).
 system-deps:
-	@bash .ci/system-deps.sh
+	@bash .ci/system-deps.sh chromium
+
+test-deps:
+	@bash .ci/system-deps.sh chromium sqlite3
 
 # A run killed hard leaves Snakemake's lock behind: removed first when no snakemake runs here.
 report: $(STAMP) system-deps
@@ -49,7 +52,7 @@ report: $(STAMP) system-deps
 unlock: $(STAMP)
 	$(BIN)/embprof unlock
 
-test: $(DEV_STAMP) $(SLURM_STAMP) system-deps
+test: $(DEV_STAMP) $(SLURM_STAMP) test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)

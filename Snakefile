@@ -27,6 +27,7 @@ include: "rules/sunburst.smk"
 include: "rules/timing.smk"
 include: "rules/bandwidth.smk"
 include: "rules/report.smk"
+include: "rules/database.smk"
 include: "rules/embedding_collection.smk"
 
 

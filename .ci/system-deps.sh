@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Installs the Debian packages the project needs beyond Python: Chromium (kaleido's
-# static export, the report's browser test). Idempotent: does nothing when present.
+# Installs the Debian packages the project needs beyond Python, named by the commands given
+# (default: chromium, for kaleido's static export and the report's browser test; the tests
+# also need sqlite3, the shell docs/database.md's example queries use). Idempotent: does
+# nothing when every command is present.
 set -euo pipefail
 need=()
-command -v chromium >/dev/null 2>&1 || need+=(chromium)
+for command in "${@:-chromium}"; do
+    command -v "$command" >/dev/null 2>&1 || need+=("$command")
+done
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
     echo "system-deps: missing ${need[*]}; install them (apt-get install ${need[*]}) or run as root" >&2

@@ -1,25 +1,30 @@
-"""Breakdown speed and memory against nsys-ai and against a bare column read.
+"""The breakdown against its floor (a bare read of the columns it needs) and against nsys-ai.
 
-    python benchmarks/bench_breakdown.py [--iters 100] [--small-iters 10] [--nsys-ai-python PY]
-        [--baseline-src DIR]
+    python benchmarks/bench_breakdown.py [--repeat 3] [--sizes 10,100,400] [--names many,few]
+        [--big 1000] [--nsys-ai-python PY] [--nsys-ai-sizes 100,400] [--cache-dir DIR] [--json OUT]
+        [--baseline-src DIR | --baseline-python PY] [--baseline-sizes 100,400]
 
-Generates (once, cached under --cache-dir) an Nsight Systems export in the
-real schema: 100 iterations of our range layout give about 1M kernels, 1M
-runtime calls and 1.4M NVTX ranges, with a per-launch range inside every
-launch (nested inside ops) and a second thread launching kernels while the
-main thread is inside an op. Each measurement runs in its own process, so
-its peak RSS is its own:
+Exports are generated once (``benchmarks/gen_export.py``: 10,000 kernels per
+iteration, so sizes 10, 100, 400 and 1000 are 100K, 1M, 4M and 10M kernels),
+with many distinct range names (PyTorch's ``..., seq = N``) and with few, and
+cached under ``--cache-dir`` (default ``$TMPDIR/embprof-bench``; the 10M one is
+about 2.3 GB). Every measurement is a whole process, start-up included, run
+from this parent (which imports nothing heavy, so the child's peak RSS is its
+own), the programs interleaved round by round so that all see the same load:
 
-- ours: ``embprof.trace`` on the file, CSV and sidecar out;
-- nsys-ai 0.3.0: ``nsys_ai.nvtx_attribution.attribute_kernels_to_nvtx`` on
-  the same file (install it apart: ``pip install -r benchmarks/requirements.txt``
-  into another venv and pass its python with --nsys-ai-python);
-- bare read: the columns the breakdown needs, into Arrow tables, through
-  the same ADBC SQLite driver the breakdown uses;
-- with ``--baseline-src DIR`` (the ``src/`` of another commit, e.g. from
-  ``git worktree add``): the same command run from that code, beside ours.
+- ``ours``: ``embprof breakdown FILE --out-dir TMP`` (file in, CSV and sidecar out);
+- ``floor``: the columns the breakdown needs read into Arrow through the same
+  ADBC SQLite driver, without pandas (``adbc_driver_manager``'s statements);
+- ``baseline`` (with ``--baseline-src DIR``, the ``src/`` of another commit, e.g.
+  from ``git worktree add`` or ``git archive``; or ``--baseline-python PY``, the
+  python of another checkout's venv): that code's ``embprof breakdown`` beside ours;
+- ``nsys-ai``: nsys-ai 0.3.0's ``attribute_kernels_to_nvtx`` on the same file,
+  from its own venv (``python3 -m venv /tmp/benchvenv && /tmp/benchvenv/bin/pip
+  install -r benchmarks/requirements.txt``).
 
-It prints a side-by-side table and the ratios the targets are stated in.
+CPU seconds (user + system, every thread) and wall seconds are given as the
+min and the median over the rounds; peak RSS as the max. Then the ratios the
+targets of issue 18 are stated in.
 """
 
 from __future__ import annotations
@@ -27,185 +32,45 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-LABEL = "T10_totalB1048570_D128_adam_caching_pool=none_cap=25M_cfr=1.0"
-MAIN_TID, SIDE_TID = 0x1000001, 0x1000002
-GLOBAL_PID = 281487442182144
-SLOT_NS = 1_000
-OPS = ("cache_lookup", "storage_find", "gather_embedding", "reduce_grads", "optimizer_update_fused")
+HERE = Path(__file__).resolve().parent
+KERNELS_PER_ITER = 10_000
+FLOOR_QUERIES = (
+    "SELECT start, end, correlationId, globalPid, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    "SELECT start, end, correlationId, globalPid, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME",
+    "SELECT start, end, globalTid, textId, text FROM NVTX_EVENTS WHERE eventType = 59 AND domainId = 0",
+)
 
 
-def _template(ops_per_phase: int, helpers: int, per_helper: int, trc_per_phase: int, side_per_iter: int):
-    """One iteration's ranges and launches, times relative to the iteration start."""
-    import numpy as np
+# ---- the measured programs that are not the embprof command, each run as its own process ----
 
-    ranges: list[list] = []  # [start, end, name]
-    launches: list[tuple[int, int, str, int]] = []  # (cpu time, thread, kernel name, kind: 0 kernel 1 memcpy)
-    stack: list[int] = []
-    t = 0
+def child_floor(path: str) -> None:
+    """The columns the breakdown selects, through the same driver, into Arrow: nothing else."""
+    import adbc_driver_manager
+    import adbc_driver_sqlite
+    import pyarrow as pa
 
-    def push(name: str) -> None:
-        nonlocal t
-        stack.append(len(ranges))
-        ranges.append([t, -1, name])
-        t += 10
-
-    def pop() -> None:
-        nonlocal t
-        ranges[stack.pop()][1] = t
-        t += 10
-
-    def launch(kernel: str, kind: int = 0) -> None:
-        nonlocal t
-        launches.append((t, MAIN_TID, kernel, kind))
-        t += SLOT_NS
-
-    push("{iter}")
-    push("dyn")
-    dyn_start = t
-    for phase in ("forward", "backward"):
-        push(phase)
-        push(f"DynamicEmbeddingFunction.{phase}")
-        for o in range(ops_per_phase):
-            op = OPS[o % len(OPS)]
-            push(f"op:{op}")
-            for h in range(helpers):
-                push(f"{op}_helper{h}")
-                for k in range(per_helper):
-                    push("launch")
-                    launch(f"{op}_kernel{k % 3}")
-                    pop()
-                pop()
-            pop()
-        launch("memcpy", 1)
-        pop()
-        pop()
-    dyn_end = t
-    pop()
-    push("trc")
-    for phase in ("forward", "backward"):
-        push(phase)
-        for k in range(trc_per_phase):
-            push("aten::embedding_bag" if k % 2 else "aten::index_select")
-            push("launch")
-            launch("split_embedding_codegen_forward_kernel" if phase == "forward" else "split_embedding_backward_kernel")
-            pop()
-            pop()
-        pop()
-    pop()
-    pop()
-    side = np.linspace(dyn_start + SLOT_NS // 2, dyn_end - SLOT_NS, side_per_iter).astype(np.int64)
-    launches += [(int(s), SIDE_TID, "side_stream_kernel", 0) for s in side]
-    return ranges, sorted(launches), t + 10 * SLOT_NS
-
-
-def generate(path: Path, iters: int, ops_per_phase: int = 300, side_per_iter: int = 1000) -> dict[str, int]:
-    """Write the export; returns its row counts."""
-    import numpy as np
-
-    from embprof.atomic import atomic_path
-    from embprof.trace.synth import write_export
-
-    ranges, launches, iter_len = _template(ops_per_phase, 2, 5, 1500, side_per_iter)
-    r = np.array([(s, e) for s, e, _ in ranges], dtype=np.int64)
-    r_names = np.array([n for _, _, n in ranges], dtype=object)
-    lt = np.array([x[0] for x in launches], dtype=np.int64)
-    lthread = np.array([x[1] for x in launches], dtype=np.int64)
-    lkind = np.array([x[3] for x in launches], dtype=np.int64)
-    knames = sorted({x[2] for x in launches if x[3] == 0})
-    strings = {i + 1: n for i, n in enumerate(knames)}
-    strings[len(strings) + 1] = "cudaLaunchKernel"
-    launch_name_id = len(strings)
-    kid = np.array([knames.index(x[2]) + 1 if x[3] == 0 else 0 for x in launches], dtype=np.int64)
-    # GPU side: one stream per launching thread, each kernel after the previous one ends.
-    dur = 400 + (np.arange(len(lt)) * 7919) % 1800
-    gstart = np.empty_like(lt)
-    free = {MAIN_TID: 0, SIDE_TID: 0}
-    for i in range(len(lt)):
-        gstart[i] = max(lt[i] + 2_000, free[int(lthread[i])])
-        free[int(lthread[i])] = gstart[i] + dur[i]
-    n_l = len(lt)
-
-    offs = np.arange(iters, dtype=np.int64) * iter_len + 1_000_000_000
-    all_lt = (lt[None, :] + offs[:, None]).ravel()
-    all_gs = (gstart[None, :] + offs[:, None]).ravel()
-    all_ge = all_gs + np.tile(dur, iters)
-    all_thread = np.tile(lthread, iters)
-    all_kind = np.tile(lkind, iters)
-    corr = np.arange(1, n_l * iters + 1, dtype=np.int64)
-    gtid = GLOBAL_PID + all_thread - 0x1000000
-    is_k = all_kind == 0
-    kernels = {
-        "start": all_gs[is_k], "end": all_ge[is_k], "streamId": np.where(all_thread[is_k] == MAIN_TID, 7, 13),
-        "correlationId": corr[is_k], "globalPid": np.full(int(is_k.sum()), GLOBAL_PID),
-        "nameId": np.tile(kid, iters)[is_k], "gridId": corr[is_k], "graphNodeId": [None] * int(is_k.sum()),
-    }
-    memcpy = {
-        "start": all_gs[~is_k], "end": all_ge[~is_k], "streamId": np.full(int((~is_k).sum()), 7),
-        "correlationId": corr[~is_k], "globalPid": np.full(int((~is_k).sum()), GLOBAL_PID),
-        "copyKind": np.full(int((~is_k).sum()), 1),
-    }
-    runtime = {"start": all_lt, "end": all_lt + 800, "globalTid": gtid, "correlationId": corr,
-               "nameId": np.full(len(corr), launch_name_id)}
-    starts = (r[None, :, 0] + offs[:, None]).ravel()
-    ends = (r[None, :, 1] + offs[:, None]).ravel()
-    text = np.tile(r_names, iters)
-    is_iter = np.tile(r_names == "{iter}", iters)
-    text[is_iter] = [f"nsys_iter_{i}" for i in range(iters)]
-    total_end = int(ends.max()) + 100
-    nvtx = {
-        "start": np.concatenate([[offs[0] - 100], starts]), "end": np.concatenate([[total_end], ends]),
-        "eventType": np.full(len(starts) + 1, 59), "text": np.concatenate([[LABEL], text]),
-        "globalTid": np.full(len(starts) + 1, GLOBAL_PID + MAIN_TID - 0x1000000),
-        "textId": [None] * (len(starts) + 1), "domainId": np.zeros(len(starts) + 1, np.int64),
-    }
-    with atomic_path(path) as tmp:
-        write_export(tmp, strings, {
-            "CUPTI_ACTIVITY_KIND_KERNEL": kernels, "CUPTI_ACTIVITY_KIND_MEMCPY": memcpy,
-            "CUPTI_ACTIVITY_KIND_RUNTIME": runtime, "NVTX_EVENTS": nvtx,
-        })
-    return {"kernels": int(is_k.sum()), "memcpy": int((~is_k).sum()), "runtime": len(corr), "nvtx": len(starts) + 1}
-
-
-# ---- the measured programs, each run in a child process ----
-
-def child_ours(path: str) -> None:
-    """The command-line entry point itself (`embprof breakdown`): file in, CSV and sidecar out."""
-    import embprof.trace  # noqa: F401 - imports are not part of the measured time
-    from embprof.cli import main
-
-    with tempfile.TemporaryDirectory() as out:
-        t0, c0 = time.perf_counter(), time.process_time()
-        rc = main(["breakdown", path, "--out-dir", out])
-        elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-        rows = sum(len(p.read_text().splitlines()) - 1 for p in Path(out).glob("*.csv"))
-    if rc != 0:
-        raise SystemExit(rc)
-    _report(elapsed, cpu, f"{rows} rows")
-
-
-def child_bare(path: str) -> None:
-    """The same columns the breakdown selects, through the same ADBC driver, into Arrow: nothing else."""
-    from embprof.trace.columns import BulkReader
-
-    t0, c0 = time.perf_counter(), time.process_time()
-    bulk = BulkReader(Path(path))
-    queries = (
-        "SELECT start, end, correlationId, globalPid, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL",
-        "SELECT start, end, correlationId, globalPid, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
-        "SELECT correlationId, globalTid, start FROM CUPTI_ACTIVITY_KIND_RUNTIME",
-        "SELECT start, end, globalTid, coalesce(textId, -1), coalesce(text, '') FROM NVTX_EVENTS "
-        "WHERE eventType = 59 AND domainId = 0",
-    )
-    tables = [bulk.table(q) for q in queries]
-    bulk.close()
-    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-    _report(elapsed, cpu, f"{sum(t.num_rows for t in tables)} rows")
+    db = adbc_driver_sqlite.connect(f"file:{path}?mode=ro&immutable=1")
+    conn = adbc_driver_manager.AdbcConnection(db)
+    rows = 0
+    for sql in FLOOR_QUERIES:
+        stmt = adbc_driver_manager.AdbcStatement(conn)
+        stmt.set_sql_query(sql)
+        handle, _ = stmt.execute_query()
+        rows += pa.RecordBatchReader.from_stream(handle).read_all().num_rows
+        stmt.close()
+    conn.close()
+    db.close()
+    if "pandas" in sys.modules:
+        raise SystemExit("the floor imported pandas")
+    print(f"{rows} rows")
 
 
 def child_nsys_ai(path: str) -> None:
@@ -213,116 +78,156 @@ def child_nsys_ai(path: str) -> None:
 
     from nsys_ai.nvtx_attribution import attribute_kernels_to_nvtx
 
-    t0, c0 = time.perf_counter(), time.process_time()
-    conn = sqlite3.connect(path)
-    rows = attribute_kernels_to_nvtx(conn, sqlite_path=path)
-    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
-    _report(elapsed, cpu, f"{len(rows)} rows")
+    rows = attribute_kernels_to_nvtx(sqlite3.connect(path), sqlite_path=path)
+    print(f"{len(rows)} rows")
 
 
-def _report(elapsed: float, cpu: float, what: str) -> None:
-    # VmHWM, not ru_maxrss: the latter survives exec and would report the parent's peak.
-    with open("/proc/self/status") as fh:
-        rss_mb = next(int(line.split()[1]) for line in fh if line.startswith("VmHWM:")) / 1024
-    print(json.dumps({"seconds": elapsed, "cpu_seconds": cpu, "rss_mb": rss_mb, "what": what}))
+# ---- measuring ----
 
+def timed(argv: list[str]) -> dict:
+    """One whole process: wall seconds, CPU seconds of it and all its threads, peak RSS (MB).
 
-CHILDREN = {"ours": child_ours, "bare": child_bare, "nsys_ai": child_nsys_ai}
-
-
-OWN_SRC = Path(__file__).resolve().parents[1] / "src"
-
-
-def run_child(python: str, which: str, path: Path, src: Path = OWN_SRC) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(src))
-    proc = subprocess.run([python, __file__, "--child", which, str(path)], capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        raise SystemExit(f"{which} failed: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def measure(programs: dict[str, tuple], repeat: int) -> dict[str, dict]:
-    """Each program in a fresh process, ``repeat`` rounds interleaved so all see the same load.
-
-    The best wall and CPU time of each count (separately); peak RSS is the largest seen.
+    Forked and waited for with ``os.wait4``, whose rusage is the child's alone.
     """
-    runs: dict[str, list[dict]] = {name: [] for name in programs}
-    for _ in range(repeat):
-        for name, program in programs.items():
-            runs[name].append(run_child(*program))
+    t0 = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        err = os.open(os.devnull, os.O_WRONLY) if os.environ.get("BENCH_QUIET", "1") == "1" else 2
+        os.dup2(devnull, 1)
+        os.dup2(err, 2)
+        try:
+            os.execv(argv[0], argv)
+        finally:
+            os._exit(127)
+    _, status, usage = os.wait4(pid, 0)
+    wall = time.perf_counter() - t0
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(argv[:5])} failed with exit {os.waitstatus_to_exitcode(status)}")
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss_mb": usage.ru_maxrss / 1024}
+
+
+def stats(runs: list[dict]) -> dict:
     return {
-        name: {
-            "seconds": min(r["seconds"] for r in rs), "cpu_seconds": min(r["cpu_seconds"] for r in rs),
-            "rss_mb": max(r["rss_mb"] for r in rs), "what": rs[0]["what"],
-        }
-        for name, rs in runs.items()
+        "cpu_min": min(r["cpu"] for r in runs), "cpu_median": statistics.median(r["cpu"] for r in runs),
+        "wall_min": min(r["wall"] for r in runs), "wall_median": statistics.median(r["wall"] for r in runs),
+        "rss_mb": max(r["rss_mb"] for r in runs), "runs": len(runs),
     }
+
+
+def export(cache: Path, iters: int, names: str, python: str) -> Path:
+    path = cache / f"bench_{names}_{iters}iters.sqlite"
+    if not path.exists():
+        subprocess.run([python, str(HERE / "gen_export.py"), str(path), "--iters", str(iters), "--names", names],
+                       check=True)
+    return path
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--iters", type=int, default=100)
-    ap.add_argument("--small-iters", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; every program runs once per round")
+    ap.add_argument("--sizes", default="10,100,400", help="iterations of the generated exports (x10,000 kernels)")
+    ap.add_argument("--names", default="many,few")
+    ap.add_argument("--big", type=int, default=1000, help="iterations of the bounded-memory case (0: skip)")
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "embprof-bench")
-    ap.add_argument("--repeat", type=int, default=3, help="fresh processes per program; the best run counts")
     ap.add_argument("--nsys-ai-python", default=os.environ.get("NSYS_AI_PYTHON", "/tmp/benchvenv/bin/python"))
+    ap.add_argument("--nsys-ai-sizes", default="100,400", help="sizes nsys-ai runs at (many names)")
     ap.add_argument("--baseline-src", type=Path, help="another commit's src/: its breakdown runs beside ours")
+    ap.add_argument("--baseline-python", help="the python of another checkout's venv: its breakdown runs beside ours")
+    ap.add_argument("--baseline-sizes", default="100,400", help="sizes the baseline runs at")
+    ap.add_argument("--json", type=Path, help="write every figure here too")
     ap.add_argument("--child", nargs=2, metavar=("WHICH", "PATH"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        CHILDREN[args.child[0]](args.child[1])
+        {"floor": child_floor, "nsys_ai": child_nsys_ai}[args.child[0]](args.child[1])
         return
 
+    python = sys.executable
     args.cache_dir.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for iters in (args.small_iters, args.iters):
-        path = args.cache_dir / f"bench_{iters}iters.sqlite"
-        if not path.exists():
-            t0 = time.perf_counter()
-            counts = generate(path, iters)
-            print(f"generated {path.name}: {counts} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-        files[iters] = path
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    names = [n for n in args.names.split(",") if n]
+    cases = [(n, s) for n in names for s in sizes] + ([("many", args.big)] if args.big else [])
+    files = {case: export(args.cache_dir, case[1], case[0], python) for case in cases}
+    nsys_ai = Path(args.nsys_ai_python).exists()
+    nsys_ai_sizes = {int(s) for s in args.nsys_ai_sizes.split(",") if s} if nsys_ai else set()
+    out_dir = Path(tempfile.mkdtemp(prefix="bench_breakdown_"))
+    baseline = _baseline(args)
+    programs = {}
+    for case, path in files.items():
+        programs[(case, "ours")] = [python, "-m", "embprof", "breakdown", str(path), "--out-dir", str(out_dir)]
+        programs[(case, "floor")] = [python, __file__, "--child", "floor", str(path)]
+        if case[0] == "many" and case[1] in nsys_ai_sizes:
+            programs[(case, "nsys-ai")] = [args.nsys_ai_python, __file__, "--child", "nsys_ai", str(path)]
+        if baseline and case[1] in {int(s) for s in args.baseline_sizes.split(",") if s}:
+            programs[(case, "baseline")] = [*baseline, "-m", "embprof", "breakdown", str(path),
+                                            "--out-dir", str(out_dir / "baseline")]
+    runs: dict = {key: [] for key in programs}
+    loads = []
+    for _ in range(args.repeat):
+        loads.append(os.getloadavg()[0])
+        for key, argv in programs.items():
+            runs[key].append(timed(argv))
+    loads.append(os.getloadavg()[0])
+    got = {key: stats(r) for key, r in runs.items()}
+    report(got, cases, loads, args)
+    if args.json:
+        args.json.write_text(json.dumps({f"{n}/{s}/{p}": v for ((n, s), p), v in got.items()}, indent=2) + "\n")
 
-    big, small = files[args.iters], files[args.small_iters]
-    programs = {
-        "ours": (sys.executable, "ours", big),
-        "bare": (sys.executable, "bare", big),
-        "ours_small": (sys.executable, "ours", small),
-    }
-    if Path(args.nsys_ai_python).exists():
-        programs["nsys_ai"] = (args.nsys_ai_python, "nsys_ai", big)
+
+def _baseline(args) -> list[str] | None:
+    """The interpreter (and, for another commit's src/, the environment) the baseline runs with."""
     if args.baseline_src:
-        programs["baseline"] = (sys.executable, "ours", big, args.baseline_src.resolve())
-    got = measure(programs, args.repeat)
-    ours, bare, ours_small, nsys_ai = got["ours"], got["bare"], got["ours_small"], got.get("nsys_ai")
-    print(f"load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+        return ["/usr/bin/env", f"PYTHONPATH={args.baseline_src.resolve()}", args.baseline_python or sys.executable]
+    return [args.baseline_python] if args.baseline_python else None
 
-    def line(name: str, m: dict) -> None:
-        print(f"{name:<36}{m['seconds']:>9.2f}{m['cpu_seconds']:>9.2f}{m['rss_mb']:>13.0f}  {m['what']}")
 
-    print(f"{'program':<36}{'wall s':>9}{'CPU s':>9}{'peak RSS MB':>13}  output")
-    line("embprof breakdown (file -> CSV)", ours)
-    if nsys_ai:
-        line("nsys-ai attribute_kernels_to_nvtx", nsys_ai)
-    line("bare read of needed columns", bare)
-    line(f"embprof at {args.small_iters} iterations", ours_small)
-    if "baseline" in got:
-        line(f"embprof from {args.baseline_src}", got["baseline"])
+def report(got: dict, cases: list, loads: list[float], args) -> None:
+    print(f"load average (1 min) at each round: {', '.join(f'{x:.1f}' for x in loads)} on {os.cpu_count()} CPUs; "
+          f"{args.repeat} rounds, min / median")
+    print(f"{'names':<6}{'kernels':>9}  {'program':<9}{'CPU s':>15}{'wall s':>15}{'peak RSS MB':>13}")
+    for case in cases:
+        for prog in ("ours", "baseline", "floor", "nsys-ai"):
+            m = got.get((case, prog))
+            if m:
+                print(f"{case[0]:<6}{case[1] * KERNELS_PER_ITER:>9,}  {prog:<9}"
+                      f"{m['cpu_min']:>7.2f} /{m['cpu_median']:>6.2f}{m['wall_min']:>7.2f} /{m['wall_median']:>6.2f}"
+                      f"{m['rss_mb']:>13.0f}")
     print()
 
-    def ratio(a: dict, b: dict) -> str:
-        return f"{a['seconds'] / b['seconds']:.2f}x wall, {a['cpu_seconds'] / b['cpu_seconds']:.2f}x CPU"
+    def ratio(a: dict, b: dict, key: str) -> float:
+        return a[f"{key}_min"] / b[f"{key}_min"]
 
-    if nsys_ai:
-        print(f"nsys-ai / ours: {ratio(nsys_ai, ours)} (target >= 5x)")
-    else:
-        print(f"nsys-ai not measured: no {args.nsys_ai_python} (see benchmarks/README.md)")
-    print(f"ours / bare read: {ratio(ours, bare)} (target <= 1.5x)")
-    print(f"peak RSS: {ours['rss_mb']:.0f} MB (target <= 400 MB)")
-    scale = args.iters / args.small_iters
-    print(f"ours at {scale:.0f}x the kernels: {ratio(ours, ours_small)} (target <= {1.2 * scale:.0f}x)")
-    if "baseline" in got:
-        print(f"ours / {args.baseline_src}: {ratio(ours, got['baseline'])}")
+    sizes = sorted({s for _, s in cases if s != args.big})
+    for names in sorted({n for n, _ in cases}):
+        for s in sizes:
+            ours, floor = got.get(((names, s), "ours")), got.get(((names, s), "floor"))
+            if ours and floor and s >= 100:
+                print(f"{names} names, {s * KERNELS_PER_ITER:,} kernels: ours / floor {ratio(ours, floor, 'cpu'):.2f}x CPU"
+                      f" (target <= 1.5x), {ratio(ours, floor, 'wall'):.2f}x wall; peak RSS {ours['rss_mb']:.0f} MB"
+                      f" (target <= {400 if s <= 100 else 1200} MB)")
+        lo, hi = min(sizes), max(sizes)
+        o_lo, o_hi = got.get(((names, lo), "ours")), got.get(((names, hi), "ours"))
+        f_lo, f_hi = got.get(((names, lo), "floor")), got.get(((names, hi), "floor"))
+        if lo != hi and o_lo and o_hi and f_lo and f_hi:
+            ours_growth, floor_growth = ratio(o_hi, o_lo, "cpu"), ratio(f_hi, f_lo, "cpu")
+            print(f"{names} names, {lo * KERNELS_PER_ITER:,} -> {hi * KERNELS_PER_ITER:,} kernels: ours grows "
+                  f"{ours_growth:.1f}x, the floor {floor_growth:.1f}x in CPU time: {ours_growth / floor_growth:.2f}x"
+                  " the floor's growth (target <= 1.3x)")
+    for case in cases:
+        ours, base, floor = got.get((case, "ours")), got.get((case, "baseline")), got.get((case, "floor"))
+        if ours and base and floor:
+            print(f"{case[0]} names, {case[1] * KERNELS_PER_ITER:,} kernels: baseline / floor {ratio(base, floor, 'cpu'):.2f}x CPU,"
+                  f" peak RSS {base['rss_mb']:.0f} MB; baseline / ours {ratio(base, ours, 'cpu'):.2f}x CPU")
+    for s in sorted({s for _, s in cases}):
+        ours, theirs = got.get((("many", s), "ours")), got.get((("many", s), "nsys-ai"))
+        if ours and theirs:
+            print(f"nsys-ai / ours at {s * KERNELS_PER_ITER:,} kernels: {ratio(theirs, ours, 'cpu'):.1f}x CPU, "
+                  f"{ratio(theirs, ours, 'wall'):.1f}x wall (target >= 5x at 4M)")
+    if args.big:
+        ours, floor = got.get((("many", args.big), "ours")), got.get((("many", args.big), "floor"))
+        if ours and floor:
+            print(f"many names, {args.big * KERNELS_PER_ITER:,} kernels: ours / floor {ratio(ours, floor, 'cpu'):.2f}x CPU"
+                  f" (target <= 1.5x), peak RSS {ours['rss_mb']:.0f} MB against the floor's {floor['rss_mb']:.0f} MB")
 
 
 if __name__ == "__main__":

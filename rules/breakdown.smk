@@ -4,6 +4,10 @@ rule breakdown:
     # else the packaged default (the command's own default, so a re-run by hand agrees).
     input:
         trace=get_breakdown_trace,
+        # After the status checkpoint, whose output only orders it (ancient): which configs get
+        # a breakdown follows the status, and a re-run plans from the last run's status until the
+        # checkpoint has run again (a profile that fails now leaves an empty trace, never read).
+        status=ancient(L.status_dir),
         settings=get_settings("breakdown"),
     output:
         opcalls=update(L.opcalls(LABEL)),

@@ -9,6 +9,7 @@
 # Every output is marked update(): Snakemake keeps its previous version while the job runs
 # and puts it back when the job fails (each command writes whole files by a rename), so a
 # failing step never leaves the user with less than before, e.g. the last good report.
+import importlib.metadata
 import os
 import shlex
 import sys
@@ -29,7 +30,7 @@ from embprof.defaults import BANDWIDTH_TABLE, KERNEL_CATEGORIES, config_file
 from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
 from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
-from embprof.results.steps import read_status, succeeded
+from embprof.results.steps import RUN_STEPS, read_statuses, succeeded
 from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.environment import host_memory_bytes
 from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems
@@ -91,10 +92,15 @@ CODE = {
     "latency_plot": [*_BASE, "cli/latency_plot.py", *_FIGURES],
     "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth", "compare"],
     "bandwidth": [*_BASE, "cli/bandwidth.py", "defaults.py", "bandwidth"],
+    "bandwidth_plot": [*_BASE, "cli/bandwidth_plot.py", *_FIGURES, "bandwidth"],
+    "plotly_js": ["cli/plotly_js.py", "plots/figures.py"],
     "peak_bandwidth": [*_BASE, "cli/peak_bandwidth.py", "bandwidth/peak.py"],
+    "database": [*_BASE, "cli/db.py"],
 }
 DIGEST = {step: code_digest(paths, root=PACKAGE) for step, paths in CODE.items()}
 DIGEST["measured"] = code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)
+# The figure pages load the plotly.js that plotly.py ships: a new plotly writes it again.
+PLOTLY_VERSION = importlib.metadata.version("plotly")
 # An overriding file re-runs its step as an edit of the code would.
 TABLE_DIGEST = {
     step: code_digest([file.name], root=file.parent)
@@ -228,9 +234,15 @@ def get_breakdown_trace(wildcards):
     return L.trace(wildcards.label, PROFILER)
 
 
-def get_status(label):
-    """The config's status (read once its checkpoint has run)."""
-    return read_status(checkpoints.status.get(label=label).output[0])
+@lru_cache(maxsize=2)
+def _read_statuses(folder, mtime_ns):
+    return read_statuses(folder)
+
+
+def get_statuses():
+    """label -> status, every config's (read once the status checkpoint has run)."""
+    folder = checkpoints.status.get().output[0]
+    return _read_statuses(folder, os.stat(folder).st_mtime_ns)
 
 
 def get_timing_files(wildcards):
@@ -242,8 +254,9 @@ def get_ancient_timing_files(wildcards):
     return [ancient(path) for path in get_timing_files(wildcards)]
 
 
-def get_status_files(wildcards):
-    return [L.status(label) for label in get_labels()]
+def get_step_records(wildcards):
+    """The records the status checkpoint merges: every config's profile and timing step."""
+    return [L.step(step, label) for label in get_labels() for step in RUN_STEPS]
 
 
 def get_per_op_outputs(wildcards):
@@ -251,13 +264,16 @@ def get_per_op_outputs(wildcards):
 
     A failed config has none: the report shows only its failure.
     """
-    labels = get_labels()
-    shown = succeeded({label: get_status(label) for label in labels}, labels)
+    shown = succeeded(get_statuses(), get_labels())
     return {
         "opcalls": [L.opcalls(label) for label in shown],
         "sunburst": [f(label) for label in shown for f in (L.sunburst_png, L.sunburst_html)],
         "bandwidth": [L.bandwidth(label) for label in shown],
     }
+
+
+def get_bandwidth_files(wildcards):
+    return get_per_op_outputs(wildcards)["bandwidth"]
 
 
 def get_measured_outputs(wildcards):
@@ -268,7 +284,7 @@ def get_measured_outputs(wildcards):
         "opcalls": per_op["opcalls"],
         "bandwidth": per_op["bandwidth"],
         "results": L.benchmark_results,
-        "status": get_status_files(wildcards),
+        "status": L.status_dir,
         "environment": L.environment,
         "peak": L.peak,
     }

@@ -1,23 +1,24 @@
 checkpoint status:
-    # One record per config: ok, or the step that failed with its log tail. A
+    # Every config's status: ok, or the step that failed with its log tail. A
     # checkpoint: what it says decides which per-op outputs the report needs.
+    # One job for all configs, so that Snakemake re-evaluates the DAG once after
+    # it, not once per config (a dry run stays linear in the number of configs).
     localrule: True
     input:
-        profile=L.step("profile", LABEL),
-        timing=L.step("timing", LABEL),
+        configs=ancient(L.configs),
+        records=get_step_records,
     output:
-        update(L.status(LABEL)),
+        update(directory(L.status_dir)),
     params:
-        test_id=get_test_id,
+        results_dir=L.root,
     log:
-        L.log("status", LABEL),
+        L.log("status"),
     benchmark:
-        L.benchmark("status", LABEL)
+        L.benchmark("status")
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof status --label {wildcards.label} --test-id {params.test_id:q}"
-        " {input.profile} {input.timing} --out {output} > {log} 2>&1"
+        "embprof status --results-dir {params.results_dir} > {log} 2>&1"
 
 
 rule environment:
@@ -49,6 +50,7 @@ rule latency_plot:
     localrule: True
     input:
         results=L.benchmark_results,
+        plotly_js=L.plotly_js,
     output:
         png=update(report(
             L.latency_png,
@@ -67,7 +69,7 @@ rule latency_plot:
         "../envs/report.yaml"
     shell:
         "embprof latency-plot --results {input.results}"
-        " --png {output.png} --html {output.html} > {log} 2>&1"
+        " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"
 
 
 rule report:
@@ -79,9 +81,13 @@ rule report:
         results=L.benchmark_results,
         configs=L.configs,
         latency=L.latency_html,
-        status=get_status_files,
+        bandwidth_plot=L.bandwidth_png,
+        status=L.status_dir,
         environment=L.environment,
         peak=L.peak,
+        # Written beside the report, not read by it: `snakemake report` leaves the database
+        # too. Ancient: runs merged into it (embprof db merge) do not re-draw the report.
+        database=ancient(L.database),
         settings=get_settings("report"),
     output:
         html=update(report(

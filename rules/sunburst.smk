@@ -1,6 +1,7 @@
 rule sunburst:
     input:
         opcalls=L.opcalls(LABEL),
+        plotly_js=L.plotly_js,
     output:
         png=update(report(
             L.sunburst_png(LABEL),
@@ -19,4 +20,23 @@ rule sunburst:
         "../envs/report.yaml"
     shell:
         "embprof sunburst --opcalls {input.opcalls}"
-        " --png {output.png} --html {output.html} > {log} 2>&1"
+        " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"
+
+
+rule plotly_js:
+    # The one plotly.js the figure steps' pages load (each would otherwise hold its own
+    # copy of several MB); the report keeps its own, so that it opens anywhere alone.
+    localrule: True
+    output:
+        update(L.plotly_js),
+    params:
+        plotly=PLOTLY_VERSION,
+        code=DIGEST["plotly_js"],
+    log:
+        L.log("plotly_js"),
+    benchmark:
+        L.benchmark("plotly_js")
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "embprof plotly-js --out {output} > {log} 2>&1"

@@ -74,12 +74,12 @@ async def open_page(
     screenshot: Path,
     settle_s: float = 20.0,
     open_all: bool = True,
-    shot_height: int | None = None,
+    max_height: int | None = None,
     fragment: str = "",
 ) -> PageCheck:
     """Load ``page`` (with ``fragment``, e.g. ``#config-...``) with the network off, open every
     collapsible section (``open_all``), wait until plotly drew every figure, measure tables and
-    figures against their boxes, screenshot it (its top ``shot_height`` px; default all of it)."""
+    figures against their boxes, screenshot it (its top ``max_height`` px; default all of it)."""
     import choreographer
 
     check = PageCheck()
@@ -144,8 +144,8 @@ async def open_page(
         check.squeezed = [tuple(c) for c in json.loads(await _evaluate(tab, SQUEEZED_CELLS))]
         check.open_sections = json.loads(await _evaluate(tab, OPEN_SECTIONS))
         height = check.height = await _evaluate(tab, PAGE_HEIGHT)
-        if shot_height is not None:
-            height = min(height, shot_height)
+        if max_height is not None:
+            height = min(height, max_height)
         shot = await tab.send_command(
             "Page.captureScreenshot",
             params={

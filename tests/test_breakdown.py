@@ -359,15 +359,21 @@ def test_bad_input_exits_1_without_traceback(tmp_path):
 @pytest.mark.parametrize("path", [H200, H100X2], ids=["h200", "h100x2"])
 def test_sqlite3_fallback_reads_what_adbc_reads(path):
     """Without the ADBC driver the same queries run through sqlite3, with the same result."""
-    from embprof.trace.nsys import read_sqlite
+    from dataclasses import astuple
 
-    fast, slow = read_sqlite(path), read_sqlite(path, use_adbc=False)
-    for part in ("ranges", "work"):
-        a, b = getattr(fast, part), getattr(slow, part)
-        for col in ("thread", "start", "end"):
-            assert (getattr(a, col) == getattr(b, col)).all()
-        assert [a.names[i] for i in a.name] == [b.names[i] for i in b.name]
-    assert fast.dropped_unlaunched == slow.dropped_unlaunched
+    from embprof.trace.attribute import attribute
+    from embprof.trace.nsys import NsysSource
+
+    fast, slow = NsysSource(path), NsysSource(path, use_adbc=False)
+    streams = [(fast.ranges(), slow.ranges()), (fast.calls(), slow.calls()), *zip(fast.work(), slow.work(), strict=True)]
+    for a, b in streams:
+        for x, y in zip(list(a), list(b), strict=True):
+            for u, v in zip(astuple(x), astuple(y), strict=True):
+                assert list(u.tolist() if hasattr(u, "tolist") else u.to_pylist()) == list(
+                    v.tolist() if hasattr(v, "tolist") else v.to_pylist())
+    assert attribute(fast, "any") == attribute(slow, "any")
+    fast.close()
+    slow.close()
 
 
 def test_bad_categories_file(tmp_path, good_trace, capsys):

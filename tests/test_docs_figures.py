@@ -28,7 +28,7 @@ def test_every_generated_figure_agrees_with_its_files() -> None:
 
 def test_a_changed_record_changes_the_figure_and_fails_the_check(tmp_path: Path) -> None:
     tool = _tool()
-    source = ROOT / "examples/h200/measurements/suite_1f4fbf8.json"
+    source = ROOT / "examples/records/storage_engine/suite_1f4fbf8.json"
     records = json.loads(source.read_text())
     page = f"<!-- generated: suite-ratios after={tmp_path / 'suite.json'} -->\n<!-- /generated -->\n"
     (tmp_path / "suite.json").write_text(json.dumps(records))
@@ -50,3 +50,15 @@ def test_a_bad_marker_is_one_error_line(spec: str, message: str) -> None:
     tool = _tool()
     with pytest.raises(tool.FigureError, match=message):
         tool.rewrite(f"<!-- generated: {spec} -->\n<!-- /generated -->\n")
+
+
+def test_busy_columns_come_from_the_profiles_sidecars() -> None:
+    """GPU-busy per backend from each config's busy sidecar; a config without a profile shows —."""
+    tool = _tool()
+    folder = "examples/records/storage_engine"
+    table = tool.suite_ratios(after=f"{folder}/suite_1f4fbf8.json", busy=f"{folder}/opcalls_1f4fbf8")
+    label = "T10_totalB1048570_D128_sgd_no_caching_pool=none_cap=1638K"
+    busy = json.loads((ROOT / folder / "opcalls_1f4fbf8" / f"opcalls__{label}.busy.json").read_text())["busy_ms_per_iter"]
+    row = next(line for line in table.splitlines() if line.startswith("| no_caching sgd |"))
+    assert f"| {busy['dyn']:.2f} | {busy['trc']:.2f} |" in row
+    assert "| 1.99x | — | — |" in next(line for line in table.splitlines() if line.startswith("| gpu sgd |"))

@@ -50,6 +50,24 @@ def test_git_commit_and_dirty_tree(tmp_path: Path) -> None:
     assert reasons["git_commit"].startswith("git rev-parse exited") and "not a git repository" in reasons["git_commit"]
 
 
+def test_a_copied_checkout_names_its_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A working tree shipped without .git (the GPU host's copy) takes its commit from the environment."""
+    monkeypatch.setenv("EMBPROF_GIT_COMMIT", "1f4fbf8" * 5 + "12345")
+    monkeypatch.setenv("EMBPROF_GIT_DIRTY", "0")
+    assert git_state(tmp_path) == ({"git_commit": "1f4fbf8" * 5 + "12345", "git_dirty": False}, {})
+    monkeypatch.delenv("EMBPROF_GIT_DIRTY")
+    state, reasons = git_state(tmp_path)
+    assert state["git_dirty"] is None and "EMBPROF_GIT_DIRTY" in reasons["git_dirty"]
+    monkeypatch.setenv("EMBPROF_GIT_COMMIT", "ignored where git works")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a.py").write_text("x = 1\n")
+    _git(repo, "add", "a.py")
+    _git(repo, "commit", "-q", "-m", "one")
+    assert git_state(repo)[0]["git_commit"] != "ignored where git works"
+
+
 def test_driver_and_clocks_from_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", install(tmp_path / "bin")["PATH"])
     assert gpu_state(0) == ({"driver": "590.48.01", "gpu_clocks": H200_CLOCKS}, {})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
 from pathlib import Path
@@ -79,7 +80,7 @@ def test_the_h200_examples_report_holds_its_layout_at_1400_px(tmp_path):
     assert ">75.122<" in row and ">26.677<" in row and ">105.657<" in row
     assert "lru_cache_insert_kernel" in html and "[embedding]" in html
 
-    check = asyncio.run(open_page(index, shot := screenshots(tmp_path) / "report_h200.png", shot_height=2400))
+    check = asyncio.run(open_page(index, shot := screenshots(tmp_path) / "report_h200.png", max_height=2400))
     assert check.errors == []
     assert [url for url in check.requests if url.startswith(("http:", "https:"))] == []
     names = {name for name, _, _ in check.figures}
@@ -129,3 +130,47 @@ def test_standalone_sunburst_and_latency_pages_draw(tmp_path):
         assert check.errors == [], name
         (figure,) = check.figures
         assert figure[1] >= 1 and figure[2] == 1, (name, figure)
+
+
+def test_figure_step_pages_load_one_shared_plotly_js_and_draw_offline(tmp_path):
+    """The pages the workflow's figure steps write load results/plotly.min.js: each is small, the
+    folder copied elsewhere still draws, and the bandwidth chart is drawn by its own step."""
+    from embprof.bandwidth.peak import measure_peak
+    from embprof.cli import main
+    from embprof.results.layout import ResultsLayout
+    from embprof.results.peak import write_peak
+
+    find_browser()
+    root = write_results(tmp_path / "run" / "results")
+    layout = ResultsLayout(root)
+    label = LABELS[0]
+    (root / "timing" / f"{label}.json").write_text(json.dumps([record(label)]))
+    write_peak(measure_peak("cpu", nbytes=16 << 20, repeats=2), layout.peak)
+    js = str(layout.plotly_js)
+    steps = [
+        ["plotly-js", "--out", js],
+        ["sunburst", "--opcalls", str(layout.opcalls(label)), "--png", str(layout.sunburst_png(label)),
+         "--html", str(layout.sunburst_html(label)), "--plotly-js", js],
+        ["latency-plot", "--results", str(layout.benchmark_results), "--png", str(layout.latency_png),
+         "--html", str(layout.latency_html), "--plotly-js", js],
+        ["bandwidth", str(layout.opcalls(label)), "--record", str(layout.timing(label)), "--peak", str(layout.peak),
+         "--out", str(layout.bandwidth(label))],
+        ["bandwidth-plot", "--results-dir", str(root), "--png", str(layout.bandwidth_png),
+         "--html", str(layout.bandwidth_html), "--plotly-js", js],
+    ]
+    for argv in steps:
+        assert main(argv) == 0, argv
+    copied = tmp_path / "elsewhere" / "results"
+    shutil.copytree(root, copied)
+    shutil.rmtree(root)
+    for page in (copied / "sunburst" / f"{label}.html", copied / "plots" / "latency.html",
+                 copied / "plots" / "bandwidth.html"):
+        html = page.read_text()
+        assert 'src="../plotly.min.js"' in html and len(html) < 300_000, page
+        check = asyncio.run(open_page(page, tmp_path / f"{page.stem}.png"))
+        assert check.errors == [], page
+        assert [url for url in check.requests if url.startswith(("http:", "https:"))] == []
+        (figure,) = check.figures
+        assert figure[1] >= 1 and figure[2] == 1, (page, figure)
+        png = page.with_suffix(".png")
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -18,6 +19,7 @@ from html import unescape
 from pathlib import Path
 from urllib.parse import unquote
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -26,7 +28,7 @@ WORKFLOW_PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", 
 TINY = REPO / ".test" / "config_tiny" / "config.yaml"
 CRASH_LABEL = "T2_totalB1024_D16_sgd_no_caching_pool=none_cap=4K"
 GOOD_LABELS = ("T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K", "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K")
-PER_CONFIG_RULES = {"profile", "export", "breakdown", "sunburst", "bandwidth", "timing", "status"}
+PER_CONFIG_RULES = {"profile", "export", "breakdown", "sunburst", "bandwidth", "timing"}
 # The executor plugin, installed apart from the venv (`make slurm`) so that only SLURM runs load it.
 SLURM_PLUGIN = Path(sys.prefix) / "slurm"
 _JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
@@ -163,7 +165,7 @@ def test_the_smoke_runs_report_draws_offline_and_holds_its_layout(tiny_run: tupl
 
     workdir, _ = tiny_run
     index = workdir / "results" / "report" / "index.html"
-    check = asyncio.run(open_page(index, shot := screenshots(tmp_path) / "report.png", shot_height=2400))
+    check = asyncio.run(open_page(index, shot := screenshots(tmp_path) / "report.png", max_height=2400))
     assert check.errors == []
     assert [url for url in check.requests if url.startswith(("http:", "https:"))] == []
     names = {name for name, _, _ in check.figures}
@@ -180,6 +182,38 @@ def test_the_smoke_runs_report_draws_offline_and_holds_its_layout(tiny_run: tupl
         assert (index.parent / unquote(unescape(href))).is_file(), href
     for label in GOOD_LABELS:
         assert f"../traces/{label}.kineto.json.gz".replace("=", "%3D") in html
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_the_report_summary_table_and_the_database_agree(tiny_run: tuple[Path, Path]) -> None:
+    """Both from the tiny run: every number of the report's summary table, as the function that
+    builds it gives them from the run's files, equals the database's ``summary`` view."""
+    from embprof.report.tables import headline
+    from embprof.results.configs import read_configs
+    from embprof.results.layout import ResultsLayout
+    from embprof.results.records import read_results
+    from embprof.results.steps import read_statuses
+
+    workdir, _ = tiny_run
+    layout = ResultsLayout(workdir / "results")
+    records = {r["label"]: r for r in read_results(layout.benchmark_results)}
+    labels = sorted({c.label for c in read_configs(layout.configs)} | set(records))
+    failed = {
+        label: s["failed_step"] for label, s in read_statuses(layout.status_dir).items()
+        if not s["ok"] and label in labels
+    }
+    report = headline(labels, records, failed)
+    with sqlite3.connect(layout.database) as con:
+        [(run_id,)] = con.execute("SELECT value FROM meta WHERE key = 'own_run'").fetchall()
+        view = pd.read_sql_query("SELECT * FROM summary WHERE run_id = ? ORDER BY label", con, params=[run_id])
+        opcalls = dict(con.execute("SELECT label, count(*) FROM opcalls GROUP BY label").fetchall())
+        [crashed] = con.execute("SELECT status, failed_step FROM configs WHERE label = ?", [CRASH_LABEL]).fetchall()
+    assert labels == sorted([*GOOD_LABELS, CRASH_LABEL]) and list(view["label"]) == labels
+    assert set(report.columns) <= set(view.columns), set(report.columns) - set(view.columns)
+    assert report.loc[report["label"] != CRASH_LABEL, "dyn_train_ms"].gt(0).all()
+    pd.testing.assert_frame_equal(view[list(report.columns)], report, check_dtype=False)
+    assert crashed == ("failed", "profile") and set(opcalls) == set(GOOD_LABELS)
 
 
 @pytest.mark.slow
@@ -208,8 +242,14 @@ def test_one_config_params_rerun_only_that_config_and_aggregates(
     assert {label for (rule, label) in jobs if rule in PER_CONFIG_RULES} == {changed}
     assert {rule for rule, _ in jobs} == {
         "profile", "breakdown", "sunburst", "bandwidth", "timing", "status",
-        "aggregate", "environment", "latency_plot", "report",
+        "aggregate", "environment", "latency_plot", "bandwidth_plot", "database", "report",
     }
+    # The database is upserted: the changed config's rows replaced, the others' left alone.
+    database = own / "results" / "embprof.sqlite"
+    assert (own / "results" / "logs" / "database.log").read_text().strip().endswith(
+        "1 config(s) written, 2 unchanged, 0 removed")
+    with sqlite3.connect(database) as con:
+        assert con.execute("SELECT count(*) FROM timings WHERE label = ? AND n = 4", [changed]).fetchone() == (8,)
     [record] = json.loads((own / "results" / "timing" / f"{changed}.json").read_text())
     assert record["num_iterations"] == 3
     assert record["repeats"] == 4 and len(record["timings"]["dyn_eval_ms"]["repeats"]) == 4
@@ -262,7 +302,7 @@ def test_measured_results_without_traces_or_figures_are_drawn_without_measuring(
     assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "measure", "--configfile", str(config)))
     report = snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config))
     assert report.returncode == 0, report.stderr[-3000:]
-    assert {rule for rule, _ in planned_jobs(report.stdout)} == {"sunburst", "latency_plot", "report"}
+    assert {rule for rule, _ in planned_jobs(report.stdout)} == {"sunburst", "latency_plot", "bandwidth_plot", "report"}
 
 
 _LOCAL_RULES = """
@@ -311,7 +351,8 @@ def test_slurm_profile_gives_gpus_to_profile_and_timing_and_keeps_cheap_rules_lo
         [sys.executable, "-c", _LOCAL_RULES.format(config=str(config))],
         cwd=workdir, capture_output=True, text=True, check=True,
     ).stdout.split()
-    assert {"all", "collect", "status", "environment", "aggregate", "latency_plot", "report"} <= set(local)
+    assert {"all", "collect", "status", "environment", "aggregate", "plotly_js", "latency_plot", "bandwidth_plot",
+            "report"} <= set(local)
     assert not {"profile", "timing", "export", "breakdown", "sunburst"} & set(local)
 
 

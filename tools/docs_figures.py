@@ -3,7 +3,7 @@
 A figure in a Markdown page sits between two markers that name the table and the
 files it comes from:
 
-    <!-- generated: suite-ratios after=examples/h200/measurements/suite_1f4fbf8.json -->
+    <!-- generated: suite-ratios after=examples/records/storage_engine/suite_1f4fbf8.json -->
     ...table written by this command...
     <!-- /generated -->
 
@@ -77,10 +77,23 @@ def _ordered(keys) -> list[tuple]:
     return sorted(keys, key=lambda k: (SUITE_ORDER.index(k[0]), k[2] or 0, k[1]))
 
 
-def suite_ratios(after: str, before: str | None = None, reference: str = REFERENCE) -> str:
-    """Train ms dyn / TBE per config of a suite run, beside an earlier run and the reference system's records."""
+def _busy_ms(opcalls: str, label: str) -> dict[str, float]:
+    """GPU-busy ms per iteration per backend of one config's profile (its busy sidecar); {} if it has none."""
+    path = ROOT / opcalls / f"opcalls__{label}.busy.json"
+    if not path.exists():
+        return {}
+    try:
+        return read_busy(path).ms_per_iter
+    except (OSError, KeyError, ValueError) as error:
+        raise FigureError(f"{path}: {error}") from None
+
+
+def suite_ratios(after: str, before: str | None = None, reference: str = REFERENCE, busy: str | None = None) -> str:
+    """Train ms dyn / TBE per config of a suite run, beside an earlier run and the reference system's
+    records; ``busy``: the run's opcalls/ folder, for each backend's GPU-busy ms in the profile."""
     now, earlier, ref = _records(after), _records(before) if before else {}, _records(reference)
-    header = ["config"] + (["before: dyn / TBE"] if before else []) + ["dyn ms", "TBE ms", "dyn / TBE", "reference (H100)"]
+    header = (["config"] + (["before: dyn / TBE"] if before else []) + ["dyn ms", "TBE ms", "dyn / TBE"]
+              + (["dyn GPU-busy ms", "TBE GPU-busy ms"] if busy else []) + ["reference (H100)"])
     rows = []
     for key in _ordered(now):
         record = now[key]
@@ -89,6 +102,9 @@ def suite_ratios(after: str, before: str | None = None, reference: str = REFEREN
             old = earlier.get(key, {})
             row.append(_ratio(old.get("dyn_train_ms"), old.get("trc_train_ms")))
         row += [_ms(record.get("dyn_train_ms")), _ms(record.get("trc_train_ms")), _ratio(record.get("dyn_train_ms"), record.get("trc_train_ms"))]
+        if busy:
+            gpu = _busy_ms(busy, record["label"])
+            row += [_ms(gpu.get("dyn")), _ms(gpu.get("trc"))]
         row.append(_ratio(ref.get(key, {}).get("dyn_train_ms"), ref.get(key, {}).get("trc_train_ms")))
         rows.append(row)
     return _table(header, rows)
@@ -203,7 +219,16 @@ def ec_results(file: str) -> str:
     return table(records) + "\n"
 
 
+def db_schema() -> str:
+    """The results database's tables, views and columns: ``embprof db schema`` of a new database
+    (what ``embprof db write`` makes), read from SQLite's catalogue and the file's own docs."""
+    from embprof.results.database.describe import empty_schema_markdown
+
+    return empty_schema_markdown()
+
+
 TABLES: dict[str, Callable[..., str]] = {
+    "db-schema": db_schema,
     "ec-results": ec_results,
     "example-run": example_run,
     "suite-ratios": suite_ratios,

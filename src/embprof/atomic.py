@@ -7,10 +7,11 @@ which is renamed over the target only once it is complete.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,7 +76,38 @@ def write_json(path: str | os.PathLike[str], obj: Any, indent: int = 2) -> Path:
     return write_text(path, json.dumps(obj, indent=indent) + "\n")
 
 
-def write_csv(frame: pd.DataFrame, path: str | os.PathLike[str], **to_csv: Any) -> Path:
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False, **to_csv)
+def write_csv(
+    table: Mapping[str, Any] | pd.DataFrame, path: str | os.PathLike[str], columns: Sequence[str],
+    float_format: str | None = None,
+) -> Path:
+    """``columns`` of ``table`` (a DataFrame, or a mapping of column name to values) as CSV.
+
+    The bytes pandas' ``to_csv(index=False)`` writes (minimal quoting, ``\\n``, floats by
+    ``float_format`` or ``repr``, NaN and None empty), without pandas: the breakdown
+    writes its table without importing it.
+    """
+    import numpy as np
+
+    cells = []
+    for name in columns:
+        values = np.asarray(table[name])
+        if values.dtype.kind == "f":
+            fmt = (lambda v: float_format % v) if float_format else repr
+            cells.append(["" if v != v else fmt(v) for v in values.tolist()])
+        elif values.dtype.kind in "iub":
+            cells.append([str(v) for v in values.tolist()])
+        else:
+            cells.append(["" if _missing(v) else str(v) for v in values.tolist()])
+    with atomic_path(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(zip(*cells, strict=True))
     return Path(path)
+
+
+def _missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: written as an empty field, as pandas writes them."""
+    try:
+        return value is None or bool(value != value)
+    except TypeError:  # pandas.NA compares to NA, which has no truth value
+        return True

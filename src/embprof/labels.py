@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 MODES = ("gpu", "caching", "no_caching", "no_hbm")
-CONFIG_RANGE = re.compile(r"^T\d+_totalB")
+# ASCII digits: the breakdown matches the same pattern in Arrow (RE2), whose \d is ASCII only.
+CONFIG_RANGE = re.compile(r"^T[0-9]+_totalB")
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]")
 _LABEL = re.compile(
     r"^T(?P<tables>\d+)_totalB(?P<total_batch>\d+)_D(?P<dim>\d+)_(?P<optimizer>[a-z0-9_]+?)"
@@ -37,6 +38,12 @@ def parse_cap(token: str) -> int:
     return int(token)
 
 
+def cap_token(caps: Sequence[int]) -> str:
+    """The caps as a label writes them: one token when the tables' caps are equal, else ``-``-joined."""
+    tokens = [format_cap(int(c)) for c in caps]
+    return tokens[0] if len(set(tokens)) == 1 else "-".join(tokens)
+
+
 def make_label(
     num_tables: int,
     batch_size: int,
@@ -52,11 +59,9 @@ def make_label(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if len(caps) != num_tables:
         raise ValueError(f"need one cap per table ({num_tables}), got {len(caps)}")
-    tokens = [format_cap(int(c)) for c in caps]
-    cap = tokens[0] if len(set(tokens)) == 1 else "-".join(tokens)
     label = (
         f"T{num_tables}_totalB{batch_size * num_tables}_D{dim}_{optimizer.lower()}_{mode}"
-        f"_pool={pooling.lower()}_cap={cap}"
+        f"_pool={pooling.lower()}_cap={cap_token(caps)}"
     )
     if cache_footprint_ratio is not None:
         label += f"_cfr={float(cache_footprint_ratio)!r}"

@@ -18,6 +18,8 @@ steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(tests tests_torch bench_tables bench_ops suite profile)
 mkdir -p "$out"
 source "${SITE:-/tmp/embprof-site}/env.sh"
+# The commit of this copy of the checkout (tools/gpu_host/stamp.sh wrote it where git is).
+[ ! -f .devcarry/source.env ] || source .devcarry/source.env
 export PYTHONUNBUFFERED=1
 status=0
 step() {  # step NAME CMD...: run, log to $out/NAME.log, remember a failure

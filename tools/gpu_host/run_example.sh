@@ -14,6 +14,8 @@ config=${CONFIG:-examples/h200/config.yaml}
 out=${1:-gpu-example}
 mkdir -p "$out"
 source "${SITE:-/tmp/embprof-site}/env.sh"
+# The commit of this copy of the checkout (tools/gpu_host/stamp.sh wrote it where git is).
+[ ! -f .devcarry/source.env ] || source .devcarry/source.env
 export PYTHONUNBUFFERED=1
 cores=$(nproc)
 # GPU jobs run one at a time (timing asks for every core already); CPU steps in parallel.

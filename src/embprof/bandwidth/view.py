@@ -7,13 +7,15 @@ way the legend tables collapse them: bytes and time are summed, then divided.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from embprof.results.peak import Peak
+from embprof.results.bandwidth import read_bandwidth_of
+from embprof.results.layout import ResultsLayout
+from embprof.results.peak import Peak, read_peak
 
 LEGEND_KEYS = ("phase", "stage", "op")
 
@@ -131,6 +133,24 @@ def pct_of_peak_figure(
         yaxis=dict(autorange="reversed", automargin=True),
     )
     return fig
+
+
+def load_bandwidth(
+    layout: ResultsLayout, labels: Sequence[str]
+) -> tuple[dict[str, pd.DataFrame] | None, Peak | None]:
+    """Per-config bandwidth CSVs (None: the folder has no bandwidth/) and the device's peak, where
+    the folder has them."""
+    peak = read_peak(layout.peak) if layout.peak.is_file() else None
+    if not layout.bandwidth_dir.is_dir():
+        return None, peak
+    return read_bandwidth_of(layout, labels), peak
+
+
+def bandwidth_figure(bandwidth: Mapping[str, pd.DataFrame] | None, peak: Peak | None) -> go.Figure | None:
+    """The chart of % of peak per config and op; None where no op has a bytes formula."""
+    if bandwidth is None or per_op_pct(bandwidth).empty:
+        return None
+    return pct_of_peak_figure(bandwidth, peak)
 
 
 def _cell_text(pct: float, gbps: float) -> str:

@@ -19,9 +19,9 @@ from embprof.errors import EmbprofError
 
 # In the order the workflow runs them; then the recovery from a killed run.
 COMMANDS = (
-    "collect", "profile", "export", "breakdown", "timing", "status", "aggregate", "sunburst",
-    "latency-plot", "peak-bandwidth", "bandwidth", "environment", "report", "checks", "diff",
-    "ec-results", "unlock",
+    "collect", "profile", "export", "breakdown", "timing", "status", "aggregate", "plotly-js", "sunburst",
+    "latency-plot", "peak-bandwidth", "bandwidth", "bandwidth-plot", "environment", "report", "checks", "diff",
+    "db", "ec-results", "unlock",
 )
 
 

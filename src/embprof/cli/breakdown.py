@@ -13,8 +13,7 @@ directory has one, else the packaged default.
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
+import os
 import sys
 from pathlib import Path
 
@@ -22,7 +21,7 @@ HELP = "attribute every kernel to its op range: per-op CSV per config"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from embprof.trace.pipeline import LAYOUTS
+    from embprof.trace.layouts import LAYOUTS
 
     parser.add_argument("traces", nargs="+", type=Path, metavar="TRACE")
     parser.add_argument("--out-dir", type=Path, default=Path("results/opcalls"))
@@ -33,23 +32,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nsys", default=None, help="nsys binary for .nsys-rep input (default: $NSYS, then PATH)")
 
 
-def _return_freed_memory_to_os() -> None:
-    """Fix glibc's mmap threshold at 1 MiB so freed large arrays leave the process at once.
-
-    glibc raises the threshold as big blocks are freed, after which arrays of
-    a few MB land on the heap and stay in RSS after ``del``; on a 1M-kernel
-    trace that is ~100 MB of peak memory.
-    """
-    libc = ctypes.util.find_library("c")
-    if libc and sys.platform.startswith("linux"):
-        ctypes.CDLL(libc).mallopt(-3, 1 << 20)  # M_MMAP_THRESHOLD
+def _one_blas_thread() -> None:
+    """The breakdown does no linear algebra: one BLAS thread keeps numpy's import from starting a
+    pool of them, whose start costs more CPU than attributing 100,000 kernels."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def run(args: argparse.Namespace) -> None:
+    _one_blas_thread()
     from embprof.defaults import KERNEL_CATEGORIES, config_file
     from embprof.trace import run_breakdown, write_outputs
 
-    _return_freed_memory_to_os()
     categories = args.categories or config_file(KERNEL_CATEGORIES)
     results = run_breakdown(args.traces, args.layout, categories, args.nsys)
     written = write_outputs(results, args.out_dir)
@@ -59,4 +53,4 @@ def run(args: argparse.Namespace) -> None:
                   "runtime call (launched outside the capture window)", file=sys.stderr)
     for path, lb in zip(written, results.values(), strict=True):
         busy = ", ".join(f"{b} {ms:.3f}" for b, ms in lb.busy_ms_per_iter.items())
-        print(f"{path}: {len(lb.rows)} rows, {lb.num_iters} iteration(s), busy ms/iter: {busy} ({lb.time_source})")
+        print(f"{path}: {lb.n_rows} rows, {lb.num_iters} iteration(s), busy ms/iter: {busy} ({lb.time_source})")

@@ -1,6 +1,8 @@
-"""Compare two results folders: per-config and per-op deltas, each a change or within noise.
+"""Compare two runs: per-config and per-op deltas, each a change or within noise.
 
     embprof diff OLD_RESULTS NEW_RESULTS [--gate PCT] [--format text|markdown] [--ops N]
+    embprof diff --db DB OLD_RUN NEW_RUN [...]      two runs of one results database
+
 
 A delta is a change when the Mann-Whitney U test on the two runs' samples (a
 config's repeats, an op's profiled iterations) gives p < 0.05 and the delta
@@ -15,14 +17,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-HELP = "compare two results folders; --gate PCT fails on a slowdown beyond PCT and the noise"
+HELP = "compare two results folders (or two runs of a database); --gate PCT fails on a slowdown beyond PCT and the noise"
 FORMATS = ("text", "markdown")
 DEFAULT_OPS = 25
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("old", type=Path, help="the results folder to compare against")
-    parser.add_argument("new", type=Path, help="the results folder being judged")
+    parser.add_argument("old", help="the results folder (with --db: the run id) to compare against")
+    parser.add_argument("new", help="the results folder (with --db: the run id) being judged")
+    parser.add_argument("--db", type=Path, help="a results database: OLD and NEW are run ids in it (embprof db runs)")
     parser.add_argument(
         "--gate", type=float, metavar="PCT",
         help="exit 1 when a config's median train or eval time got slower by more than PCT %% and its noise",
@@ -33,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from embprof.compare import compare_runs, load_run
+    from embprof.compare.database import load_database_run
     from embprof.compare.render import render
     from embprof.errors import ConfigError
 
@@ -40,7 +44,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--gate must be a percentage >= 0, got {args.gate:g}")
     if args.ops < 0:
         raise ConfigError(f"--ops must be >= 0, got {args.ops}")
-    comparison = compare_runs(load_run(args.old), load_run(args.new))
+    if args.db is not None:
+        old, new = (load_database_run(args.db, run_id) for run_id in (args.old, args.new))
+    else:
+        old, new = load_run(args.old), load_run(args.new)
+    comparison = compare_runs(old, new)
     verdict, failed = ("", False) if args.gate is None else _gate(comparison, args.gate, args.format)
     print(render(comparison, args.format, args.ops, verdict), end="")
     return 1 if failed else 0

@@ -1,8 +1,11 @@
-"""Merge one config's step records into its status (ok, or the failed step and its log tail).
+"""Merge every config's step records into its status (ok, or the failed step and its log tail).
 
-    embprof status --label LABEL --test-id ID \
-        results/steps/profile/LABEL.json results/steps/timing/LABEL.json \
-        --out results/status/LABEL.json
+    embprof status [--results-dir results]
+
+Reads ``configs.tsv`` and each config's ``steps/profile/<label>.json`` and
+``steps/timing/<label>.json``, writes ``status/<label>.json`` per config and
+removes the statuses of configs no longer in the table. One job for all
+configs: the workflow's only checkpoint after collection.
 """
 
 from __future__ import annotations
@@ -10,18 +13,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-HELP = "merge a config's step records into its status"
+HELP = "merge every config's step records into its status"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("records", nargs="+", type=Path, help="step records of this config")
-    parser.add_argument("--label", required=True)
-    parser.add_argument("--test-id", required=True)
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--results-dir", type=Path, default=Path("results"), help="the results folder")
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.results.steps import StepRecord, merge_status, write_status
+    from embprof.results.layout import ResultsLayout
+    from embprof.results.steps import write_statuses
 
-    records = [StepRecord.read(path) for path in args.records]
-    write_status(args.out, merge_status(args.label, args.test_id, records))
+    layout = ResultsLayout(args.results_dir)
+    written = write_statuses(layout)
+    print(f"{layout.status_dir}: {len(written)} config status(es)")

@@ -3,8 +3,10 @@ within noise by a stated test on the repeats, warnings where the environments di
 regression gate.
 
 ``compare_runs(old, new)`` is the one entry point; it takes two :class:`Run` objects,
-whatever they were loaded from (``load_run`` reads a results folder). ``embprof diff`` and the
-report's ``compare_to`` both go through it.
+whatever they were loaded from (``load_run`` reads a results folder,
+:func:`embprof.compare.database.load_database_run` a run of a results database, kept apart
+so that what imports this package needs no sqlite-utils). ``embprof diff`` and the report's
+``compare_to`` both go through it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A run to compare: what the comparison reads of one set of measurements.
 
-:class:`Run` does not care where its data came from; :func:`load_run` fills one
-from a results folder, and any other source of runs (a results database, say)
-only has to build the same object.
+:class:`Run` does not care where its data came from: :func:`load_run` fills one
+from a results folder, :func:`embprof.compare.database.load_database_run` from a run of
+a results database; both give the same object for the same run.
 """
 
 from __future__ import annotations

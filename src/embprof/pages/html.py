@@ -54,10 +54,15 @@ def _environment(packages: tuple[str, ...]) -> jinja2.Environment:
     return env
 
 
-def render(template: str, packages: tuple[str, ...] = (), **context: Any) -> str:
-    """Render a page; ``*_div`` values and plotly.js are trusted HTML made by plotly."""
+def render(template: str, packages: tuple[str, ...] = (), plotly_src: str | None = None, **context: Any) -> str:
+    """Render a page; ``*_div`` values and plotly.js are trusted HTML made by plotly.
+
+    ``plotly_src``: a (relative) URL of plotly.js for the page to load; None inlines it,
+    so that the page opens anywhere on its own.
+    """
     env = _environment(packages)
-    return env.get_template(template).render(plotly_js=Markup(plotly_js()), **context)
+    inline = Markup(plotly_js()) if plotly_src is None else ""
+    return env.get_template(template).render(plotly_js=inline, plotly_src=plotly_src, **context)
 
 
 def legend_items(
@@ -82,11 +87,14 @@ def legend_items(
 
 
 def figure_page(
-    title: str, figure_id: str, figure_div: str, items: list[LegendItem], note: str = ""
+    title: str, figure_id: str, figure_div: str, items: list[LegendItem], note: str = "",
+    plotly_src: str | None = None,
 ) -> str:
-    """A page of its own for one figure (and its legend tables), readable offline."""
+    """A page of its own for one figure (and its legend tables), readable offline; with
+    ``plotly_src`` it loads plotly.js from there instead of holding a copy."""
     return render(
         "figure_page.html.j2",
+        plotly_src=plotly_src,
         title=title,
         figure_id=figure_id,
         figure_div=Markup(figure_div),

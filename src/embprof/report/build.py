@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from embprof.atomic import atomic_path, write_text
-from embprof.bandwidth.view import pct_of_peak_figure, per_op_pct, with_bandwidth
+from embprof.bandwidth.view import bandwidth_figure, load_bandwidth, with_bandwidth
 from embprof.compare import Run, compare_runs, load_opcalls, load_run
 from embprof.compare.render import TEST_NOTE, config_cells, op_cells
 from embprof.pages.cells import Cells, to_cells
@@ -56,12 +56,11 @@ from embprof.report.tables import (
     headline,
     top_ops,
 )
-from embprof.results.bandwidth import read_bandwidth_of
 from embprof.results.busy import BusyTime, read_busy
 from embprof.results.configs import read_configs
 from embprof.results.environment import read_environment
 from embprof.results.layout import SUNBURST_PNG_PREFIX, ResultsLayout
-from embprof.results.peak import Peak, read_peak
+from embprof.results.peak import Peak
 from embprof.results.records import read_results
 from embprof.results.steps import per_op_labels, read_statuses
 
@@ -159,12 +158,8 @@ def build_report(inputs: ReportInputs) -> Path:
     }
     shown = per_op_labels(layout, labels)
     opcalls, busy = _load_opcalls(layout, shown)
-    bandwidth, peak = _load_bandwidth(layout, shown)
-    bandwidth_fig = (
-        pct_of_peak_figure(bandwidth, peak)
-        if bandwidth is not None and not per_op_pct(bandwidth).empty
-        else None
-    )
+    bandwidth, peak = load_bandwidth(layout, shown)
+    bandwidth_fig = bandwidth_figure(bandwidth, peak)
     previous = load_run(inputs.compare_to) if inputs.compare_to else None
 
     out = Path(inputs.out_dir)
@@ -173,7 +168,7 @@ def build_report(inputs: ReportInputs) -> Path:
     _write_pngs(
         figures_dir,
         {LATENCY_PNG: (lambda: latency, layout.latency_png)}
-        | ({BANDWIDTH_PNG: (lambda: bandwidth_fig, None)} if bandwidth_fig is not None else {})
+        | ({BANDWIDTH_PNG: (lambda: bandwidth_fig, layout.bandwidth_png)} if bandwidth_fig is not None else {})
         | {
             sunburst_png_name(label): (
                 partial(_config_sunburst, label, frame),
@@ -260,16 +255,6 @@ def build_report(inputs: ReportInputs) -> Path:
 def _config_sunburst(label: str, frame: pd.DataFrame) -> go.Figure:
     """The figure the sunburst step renders for a config (both backends side by side)."""
     return sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label))
-
-
-def _load_bandwidth(
-    layout: ResultsLayout, labels: list[str]
-) -> tuple[dict[str, pd.DataFrame] | None, Peak | None]:
-    """Per-config bandwidth CSVs and the device's peak, where the folder has them."""
-    peak = read_peak(layout.peak) if layout.peak.is_file() else None
-    if not layout.bandwidth_dir.is_dir():
-        return None, peak
-    return read_bandwidth_of(layout, labels), peak
 
 
 def _bandwidth_context(

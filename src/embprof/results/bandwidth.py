@@ -21,7 +21,7 @@ _MAYBE_EMPTY = ("bytes_per_iter", "achieved_gbps", "pct_of_peak")
 
 
 def write_bandwidth(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    write_csv(frame[list(COLUMNS)], path)
+    write_csv(frame, path, COLUMNS)
 
 
 def read_bandwidth(path: str | os.PathLike[str]) -> pd.DataFrame:

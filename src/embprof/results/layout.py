@@ -116,12 +116,30 @@ class ResultsLayout:
         return self.root / "plots" / "latency.html"
 
     @property
+    def bandwidth_png(self) -> Path:
+        return self.root / "plots" / "bandwidth.png"
+
+    @property
+    def bandwidth_html(self) -> Path:
+        return self.root / "plots" / "bandwidth.html"
+
+    @property
+    def plotly_js(self) -> Path:
+        """The one plotly.js the figure steps' pages load (the report inlines its own copy)."""
+        return self.root / "plotly.min.js"
+
+    @property
     def peak(self) -> Path:
         return self.root / "peak_bandwidth.json"
 
     @property
     def environment(self) -> Path:
         return self.root / "environment.json"
+
+    @property
+    def database(self) -> Path:
+        """The run's results as one SQLite file (embprof.results.database)."""
+        return self.root / "embprof.sqlite"
 
     @property
     def report_dir(self) -> Path:

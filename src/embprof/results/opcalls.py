@@ -7,7 +7,8 @@ written before it existed read with it empty (no samples to test a change on).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,14 +47,13 @@ def iteration_samples(frame: pd.DataFrame) -> np.ndarray:
     return cells.astype(float).to_numpy()
 
 
-def write_opcalls(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    """The contract's columns, in order, nothing else."""
-    write_csv(frame[list(COLUMNS)], path, float_format="%.9g")
+def write_opcalls(table: pd.DataFrame | Mapping[str, Any], path: str | os.PathLike[str]) -> None:
+    """The contract's columns, in order, nothing else (``table``: a DataFrame or columns by name)."""
+    write_csv(table, path, COLUMNS, float_format="%.9g")
 
 
 def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:
     """One config's rows: text columns as str ('' for empty), numbers as finite floats >= 0."""
-    import numpy as np
     import pandas as pd
 
     try:

@@ -92,7 +92,7 @@ def read_results(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def write_results(path: str | os.PathLike[str], records: list[dict[str, Any]]) -> Path:
     """Write a list of records once it passes the checks its readers make; NaN becomes null."""
     check_results(records, path)
-    text = json.dumps(_finite_or_null(records), indent=2, allow_nan=False) + "\n"
+    text = json.dumps(finite_or_null(records), indent=2, allow_nan=False) + "\n"
     return write_text(path, text)
 
 
@@ -129,12 +129,12 @@ def append_record(
         write_json(target, records, indent=1)
 
 
-def _finite_or_null(value: Any) -> Any:
-    """NaN and infinities become null: strict JSON, as browsers and jq read it."""
+def finite_or_null(value: Any) -> Any:
+    """NaN and infinities become null (in lists and objects too): strict JSON, as browsers and jq read it."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, list):
-        return [_finite_or_null(v) for v in value]
+        return [finite_or_null(v) for v in value]
     if isinstance(value, dict):
-        return {k: _finite_or_null(v) for k, v in value.items()}
+        return {k: finite_or_null(v) for k, v in value.items()}
     return value

@@ -12,11 +12,14 @@ from typing import Any
 from embprof.atomic import write_json
 from embprof.errors import ContractError
 from embprof.labels import parse_label
+from embprof.results.configs import read_configs
 from embprof.results.jsonfile import read_object
 from embprof.results.layout import ResultsLayout
 
 # The order in which steps happen; the first failed one names the failure.
 STEP_ORDER = ("collect", "profile", "export", "breakdown", "sunburst", "timing")
+# The steps that run the benchmark and leave a record whether or not it worked.
+RUN_STEPS = ("profile", "timing")
 STATUS_KEYS = ("label", "ok", "failed_step", "returncode", "log", "log_tail")
 
 
@@ -74,6 +77,25 @@ def merge_status(label: str, test_id: str, records: Sequence[StepRecord]) -> dic
 
 def write_status(path: str | os.PathLike[str], status: dict[str, Any]) -> None:
     write_json(path, status)
+
+
+def write_statuses(layout: ResultsLayout) -> list[Path]:
+    """The status of every config of the folder's ``configs.tsv``, from its profile and timing records.
+
+    Every record is read before anything is written; statuses of configs no longer
+    in the table are removed, so the folder holds this run's configs only.
+    """
+    configs = read_configs(layout.configs)
+    statuses = {
+        c.label: merge_status(c.label, c.test_id, [StepRecord.read(layout.step(step, c.label)) for step in RUN_STEPS])
+        for c in configs
+    }
+    written = [layout.status(label) for label in statuses]
+    for path, status in zip(written, statuses.values(), strict=True):
+        write_status(path, status)
+    for stale in set(layout.status_dir.glob("*.json")) - set(written):
+        stale.unlink()
+    return written
 
 
 def read_status(path: str | os.PathLike[str]) -> dict[str, Any]:

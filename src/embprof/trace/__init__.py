@@ -3,32 +3,46 @@
 ``breakdown(paths)`` -> ``{label: rows}`` with the DESIGN.md CSV columns;
 ``run_breakdown`` also gives each label's GPU-busy time per iteration, which
 ``write_outputs`` stores next to the CSV as ``opcalls__<label>.busy.json``.
+Nothing here imports pandas but ``breakdown`` (whose rows are DataFrames) and
+the PyTorch profiler reader.
 """
 
 from __future__ import annotations
 
-from contextlib import ExitStack
 from pathlib import Path
-
-import pandas as pd
-
-from embprof.atomic import atomic_path, name_max
-from embprof.results.busy import write_busy
-from embprof.results.layout import busy_name, opcalls_name
-from embprof.results.opcalls import write_opcalls
+from typing import TYPE_CHECKING
 
 from .errors import TraceError
-from .pipeline import LAYOUTS, LabelBreakdown, run_breakdown
+from .layouts import LAYOUTS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .pipeline import LabelBreakdown
+
+
+def __getattr__(name: str):
+    """``run_breakdown`` and ``LabelBreakdown`` load the attribution (numpy, Arrow) when first used."""
+    if name in ("run_breakdown", "LabelBreakdown"):
+        from . import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def breakdown(paths: list[Path], layout: str = "default", categories: Path | None = None) -> dict[str, pd.DataFrame]:
     """Label -> per-op rows (DESIGN.md CSV columns), traces of one label merged."""
+    from .pipeline import run_breakdown
+
     return {label: lb.rows for label, lb in run_breakdown(paths, layout, categories).items()}
 
 
 def check_output_names(results: dict[str, LabelBreakdown], out_dir: Path) -> None:
     """Every label gets file names of its own that this file system takes; else :class:`TraceError`
     naming a trace of the label, before anything is written."""
+    from embprof.atomic import name_max
+    from embprof.results.layout import busy_name, opcalls_name
+
     limit = name_max(out_dir)
     owner: dict[str, str] = {}
     for label, lb in results.items():
@@ -47,15 +61,23 @@ def write_outputs(results: dict[str, LabelBreakdown], out_dir: Path) -> list[Pat
     """Write ``opcalls__<label>.csv`` and its ``.busy.json`` per label into ``out_dir``, all or none:
     every file goes to a temporary first, and they are renamed into place only once all are
     written. Returns the CSV paths (the folder is a results folder's ``opcalls/``, or any other)."""
+    from contextlib import ExitStack
+
+    from embprof.atomic import atomic_path
+    from embprof.results.busy import write_busy
+    from embprof.results.layout import busy_name, opcalls_name
+    from embprof.results.opcalls import write_opcalls
+
     check_output_names(results, Path(out_dir))
     written = []
     with ExitStack() as publish:
         for label, lb in results.items():
             csv = Path(out_dir) / opcalls_name(label)
             write_busy(lb.busy_info(), publish.enter_context(atomic_path(Path(out_dir) / busy_name(label))))
-            write_opcalls(lb.rows, publish.enter_context(atomic_path(csv)))
+            write_opcalls(lb.columns, publish.enter_context(atomic_path(csv)))
             written.append(csv)
     return written
 
 
-__all__ = ["LAYOUTS", "LabelBreakdown", "TraceError", "breakdown", "run_breakdown", "write_outputs"]
+__all__ = ["LAYOUTS", "LabelBreakdown", "TraceError", "breakdown", "check_output_names", "run_breakdown",
+           "write_outputs"]

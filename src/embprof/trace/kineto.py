@@ -16,15 +16,25 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .errors import TraceError
-from .model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, TIME_CPU_LEAF, Ranges, Trace, Work
+from .model import (
+    KIND_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMSET,
+    TIME_CPU_LEAF,
+    TIME_GPU,
+    CallRows,
+    RangeRows,
+    WorkRows,
+)
 from .names import kineto_memory_name, short_kernel_name
-from .nsys import join_launches
 
 _WORK_KIND = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -114,15 +124,6 @@ def _correlation(args: pd.Series) -> np.ndarray:
     )
 
 
-def _ranges(df: pd.DataFrame) -> Ranges:
-    ann = df[df["cat"] == "user_annotation"]
-    codes, names = pd.factorize(ann["name"].astype(str))
-    return Ranges(
-        thread=ann["thread"].to_numpy(), start=ann["start"].to_numpy(), end=ann["end"].to_numpy(),
-        name=codes.astype(np.int64), names=list(names),
-    )
-
-
 def leaf_mask(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """True for intervals with no other interval of the same thread nested inside them.
 
@@ -143,40 +144,58 @@ def leaf_mask(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     return mask
 
 
-def read_kineto(path: Path) -> Trace:
-    df = _frame(path, _load_events(path))
-    ranges = _ranges(df)
-    gpu = df[df["cat"].isin(list(_WORK_KIND))]
-    if len(gpu):
-        launches = df[df["cat"].isin(_LAUNCH_CATS)]
-        kind = gpu["cat"].map(_WORK_KIND).to_numpy(np.int8)
-        short = np.where(
-            kind == KIND_KERNEL,
-            gpu["name"].astype(str).map(short_kernel_name).to_numpy(object),
-            [kineto_memory_name(n, c) for n, c in zip(gpu["name"].astype(str), gpu["cat"], strict=True)],
-        )
-        codes, names = pd.factorize(pd.Series(short))
-        w_corr, r_corr = _correlation(gpu["args"]), _correlation(launches["args"])
-        idx = join_launches(np.zeros(len(gpu), np.int64), w_corr, np.zeros(len(launches), np.int64), r_corr)
-        found = idx >= 0
-        if not found.any():
-            raise TraceError(path, f"none of the {len(gpu)} GPU events has a cuda_runtime/cuda_driver launch with its correlation id")
-        li = idx[found]
-        work = Work(
-            thread=launches["thread"].to_numpy()[li], launch=launches["start"].to_numpy()[li],
-            start=gpu["start"].to_numpy()[found], end=gpu["end"].to_numpy()[found],
-            name=codes[found].astype(np.int64), kind=kind[found], names=list(names),
-        )
-        return Trace(path=path, ranges=ranges, work=work, dropped_unlaunched=int((~found).sum()))
+class KinetoSource:
+    """A Kineto trace as one chunk per stream (:class:`~embprof.trace.model.TraceSource`): JSON is
+    parsed whole anyway."""
 
-    ops = df[df["cat"] == "cpu_op"]
-    if ops.empty:
-        raise TraceError(path, "no GPU kernels and no cpu_op events: nothing to attribute")
-    th, st, en = ops["thread"].to_numpy(), ops["start"].to_numpy(), ops["end"].to_numpy()
-    leaf = leaf_mask(th, st, en)
-    codes, names = pd.factorize(ops["name"].astype(str)[leaf])
-    work = Work(
-        thread=th[leaf], launch=st[leaf], start=st[leaf], end=en[leaf],
-        name=codes.astype(np.int64), kind=np.zeros(int(leaf.sum()), np.int8), names=list(names),
-    )
-    return Trace(path=path, ranges=ranges, work=work, time_source=TIME_CPU_LEAF)
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        df = _frame(path, _load_events(path))
+        ann = df[df["cat"] == "user_annotation"]
+        self._ranges = RangeRows(thread=ann["thread"].to_numpy(), start=ann["start"].to_numpy(),
+                                 end=ann["end"].to_numpy(), names=pa.array(ann["name"].astype(str).tolist(), pa.string()))
+        gpu = df[df["cat"].isin(list(_WORK_KIND))]
+        if len(gpu):
+            self.time_source = TIME_GPU
+            launches = df[df["cat"].isin(_LAUNCH_CATS)]
+            kind = gpu["cat"].map(_WORK_KIND).to_numpy(np.int8)
+            short = np.where(
+                kind == KIND_KERNEL,
+                gpu["name"].astype(str).map(short_kernel_name).to_numpy(object),
+                [kineto_memory_name(n, c) for n, c in zip(gpu["name"].astype(str), gpu["cat"], strict=True)],
+            )
+            codes, names = pd.factorize(pd.Series(short))
+            self._calls = CallRows(process=np.zeros(len(launches), np.int64), corr=_correlation(launches["args"]),
+                                   thread=launches["thread"].to_numpy(), start=launches["start"].to_numpy())
+            self._work = WorkRows(process=np.zeros(len(gpu), np.int64), corr=_correlation(gpu["args"]),
+                                  start=gpu["start"].to_numpy(), end=gpu["end"].to_numpy(), kind=kind,
+                                  name=codes.astype(np.int64))
+            self._names = list(names)
+            return
+        ops = df[df["cat"] == "cpu_op"]
+        if ops.empty:
+            raise TraceError(path, "no GPU kernels and no cpu_op events: nothing to attribute")
+        self.time_source = TIME_CPU_LEAF
+        th, st, en = ops["thread"].to_numpy(), ops["start"].to_numpy(), ops["end"].to_numpy()
+        leaf = np.flatnonzero(leaf_mask(th, st, en))
+        codes, names = pd.factorize(ops["name"].astype(str).to_numpy()[leaf])
+        ids = np.arange(len(leaf), dtype=np.int64)  # each leaf is its own launch
+        self._calls = CallRows(process=np.zeros(len(leaf), np.int64), corr=ids, thread=th[leaf], start=st[leaf])
+        self._work = WorkRows(process=np.zeros(len(leaf), np.int64), corr=ids, start=st[leaf], end=en[leaf],
+                              kind=np.zeros(len(leaf), np.int8), name=codes.astype(np.int64))
+        self._names = list(names)
+
+    def ranges(self) -> Iterator[RangeRows]:
+        yield self._ranges
+
+    def calls(self) -> Iterator[CallRows]:
+        yield self._calls
+
+    def work(self) -> list[Iterator[WorkRows]]:
+        return [iter([self._work])]
+
+    def work_names(self, kind: int, ids: np.ndarray) -> list[str]:
+        return [self._names[i] for i in ids.tolist()]
+
+    def close(self) -> None:
+        pass

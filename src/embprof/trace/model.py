@@ -1,19 +1,23 @@
-"""The columnar form every reader produces and the attribution consumes.
+"""The columnar rows every reader streams and the attribution consumes.
 
-One trace = ranges (named CPU intervals on threads) + work items (GPU
-kernels, memcpys, memsets, or CPU leaf operators when no GPU was traced),
-each work item carrying the thread and CPU time of its launch. Everything is
-numpy arrays, names are integer codes into small string tables, so the
-attribution never loops over events in Python.
+A trace is three streams of chunks: ranges (named CPU intervals on threads),
+runtime calls (the CPU side of each launch: thread, time, correlation id) and
+work items (GPU kernels, memcpys, memsets, or CPU leaf operators when no GPU
+was traced, each with the correlation id of its launch). Every chunk is numpy
+arrays (range names one Arrow string array), so the attribution never loops
+over events in Python, and a reader can hand over a long trace a piece at a
+time: nothing needs all of it in memory at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import numpy as np
+import pyarrow as pa
 
 KIND_KERNEL = 0
 KIND_MEMCPY = 1
@@ -24,42 +28,67 @@ TIME_CPU_LEAF = "cpu-leaf-ops"
 
 
 @dataclass
-class Ranges:
-    """Closed ranges of the default domain: thread key, [start, end) in ns, name code."""
+class RangeRows:
+    """Push/pop ranges of the default domain: thread key, [start, end) in ns (end -1: never closed), name."""
 
     thread: np.ndarray
     start: np.ndarray
     end: np.ndarray
-    name: np.ndarray
-    names: list[str]
+    names: pa.Array  # one string per row
 
     def __len__(self) -> int:
         return len(self.start)
 
 
 @dataclass
-class Work:
-    """GPU work (or CPU leaf ops) with the launch's thread and CPU time, device interval in ns."""
+class CallRows:
+    """The calls that launched work: process key and correlation id (the join key), thread, CPU start."""
 
+    process: np.ndarray
+    corr: np.ndarray
     thread: np.ndarray
-    launch: np.ndarray
     start: np.ndarray
-    end: np.ndarray
-    name: np.ndarray
-    kind: np.ndarray
-    names: list[str]
 
     def __len__(self) -> int:
         return len(self.start)
 
 
 @dataclass
-class Trace:
-    """One trace file's work, and its ranges or (when read for one layout) their attribution context."""
+class WorkRows:
+    """GPU work (or CPU leaf ops): its launch's process key and correlation id, device interval in ns,
+    kind, and a name id that the source turns into a name (:meth:`TraceSource.work_names`)."""
+
+    process: np.ndarray
+    corr: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray  # int8, KIND_*
+    name: np.ndarray  # int64
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+
+class TraceSource(Protocol):
+    """One trace file as streams of chunks, in the file's order.
+
+    Each call of a stream method starts that stream again from the beginning
+    (the attribution reads a stream twice when a trace is out of time order).
+    """
 
     path: Path
-    ranges: Ranges | None
-    work: Work
-    time_source: str = TIME_GPU
-    dropped_unlaunched: int = 0
-    context: Any = None  # attribute.RangeContext, built by a reader that overlaps it with its I/O
+    time_source: str
+
+    def ranges(self) -> Iterator[RangeRows]: ...
+
+    def calls(self) -> Iterator[CallRows]: ...
+
+    def work(self) -> Sequence[Iterator[WorkRows]]:
+        """One stream per table of work (kernels, copies, memsets), each in the order it was written."""
+        ...
+
+    def work_names(self, kind: int, ids: np.ndarray) -> list[str]:
+        """The names of the given work name ids of one kind."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,12 +1,15 @@
 """Range trees and point stabbing, vectorized over all threads at once.
 
 Push/pop ranges of one thread nest strictly. Sorted by (thread, start,
--end), a range's depth is the number of ranges of its thread started
-before it and not yet ended at its start, and its parent is the last range
-before it one level up. The innermost range holding a time ``t`` is found
-from the last range started at or before ``t``: if that one has already
-ended, the answer is among its ancestors, so a few vectorized hops up the
-parent array settle every point.
+-end), the ranges of a thread are in depth-first order, so a range's parent
+is the nearest range before it that is still open at its start
+(:func:`enclosing`, a few vectorized passes for all ranges at once).
+
+The innermost range of a class (config, op, ...) above each range comes from
+a running maximum over the depth-first order, the last range of that class
+started so far, corrected where that one had already closed. The innermost
+range holding a time ``t`` is found from the last range started at or before
+``t``, hopping up parents while it has ended.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
+
+from .codes import dense_codes
 
 
 @dataclass
@@ -23,11 +27,12 @@ class Forest:
 
     order: np.ndarray  # index into the reader's arrays, per sorted position
     thread: np.ndarray  # dense thread code (int32)
+    start: np.ndarray
     end: np.ndarray
-    parent: np.ndarray  # sorted position of the parent, -1 at a root (int32)
+    parent: np.ndarray  # sorted position of the parent, -1 at a root
+    inner: np.ndarray  # positions of the ranges that hold another (the others are leaves)
     start_key: np.ndarray  # thread * span + (start - t0), ascending
-    levels: list[np.ndarray]  # sorted positions by depth, shallowest first
-    threads: pd.Index  # original thread id per dense code
+    threads: np.ndarray  # original thread id per dense code, ascending
     span: int
     t0: int
 
@@ -35,71 +40,127 @@ class Forest:
         return len(self.end)
 
 
-def levels(depth: np.ndarray) -> list[np.ndarray]:
-    """Sorted positions grouped by depth, shallowest first, ascending within a level."""
-    if len(depth) == 0:
-        return []
-    small = depth.astype(np.int16 if depth.max() < np.iinfo(np.int16).max else np.int64)
-    by = np.argsort(small, kind="stable").astype(np.int32)  # a radix sort for 16-bit keys
-    cuts = np.searchsorted(small[by], np.arange(1, int(depth.max()) + 1))
-    return np.split(by, cuts)
+def enclosing(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per range of a depth-first sequence (sorted by thread, start, -end): the nearest earlier range
+    of its thread still open at its start, -1 where none.
+
+    A leaf (the next range does not start inside it) is no one's parent, so the
+    parents of the other ranges come from the same question asked of them alone,
+    and a leaf's parent is the last of them started before it, or one of its
+    ancestors where that one has closed. Each round drops the leaves; where few
+    are left to drop (deep chains), pointer jumping settles the rest.
+    """
+    n = len(start)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    one_thread = thread[0] == thread[-1]  # sorted by thread: all of one
+    new_thread = np.zeros(n, bool) if one_thread else np.r_[True, thread[1:] != thread[:-1]]
+    new_thread[0] = True
+    leaf = np.ones(n, bool)
+    leaf[:-1] = start[1:] >= end[:-1]
+    if not one_thread:
+        leaf[:-1] |= new_thread[1:]
+    inner = np.flatnonzero(~leaf)
+    if len(inner) > 0.75 * n:
+        return _pointer_jumping(new_thread, start, end)
+    parent = np.full(n, -1, np.int64)
+    if len(inner) == 0:
+        return parent
+    up = enclosing(thread[inner], start[inner], end[inner])
+    parent[inner] = np.where(up >= 0, inner[np.maximum(up, 0)], -1)
+    before = np.where(leaf, -1, np.arange(n, dtype=np.int64))
+    np.maximum.accumulate(before, out=before)
+    leaves = np.flatnonzero(leaf)
+    cand = np.r_[-1, before[:-1]][leaves]  # the last inner range started before each leaf
+    if not one_thread:
+        cand[cand < _thread_first(new_thread)[leaves]] = -1
+    closed = np.flatnonzero((cand >= 0) & (end[np.maximum(cand, 0)] <= start[leaves]))
+    while len(closed):
+        cand[closed] = parent[cand[closed]]
+        c = cand[closed]
+        closed = closed[(c >= 0) & (end[np.maximum(c, 0)] <= start[leaves[closed]])]
+    parent[leaves] = cand
+    return parent
+
+
+def thread_first(thread: np.ndarray) -> np.ndarray:
+    """Per position of a sequence sorted by thread: the first position of its thread's block."""
+    return _thread_first(np.r_[True, thread[1:] != thread[:-1]]) if len(thread) else np.zeros(0, np.int64)
+
+
+def _thread_first(new_thread: np.ndarray) -> np.ndarray:
+    first = np.flatnonzero(new_thread)
+    return np.repeat(first, np.diff(np.r_[first, len(new_thread)]))
+
+
+def _pointer_jumping(new_thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Each range guesses the range before it; while the guess has closed, it takes the guess's own
+    current guess (whatever that skips closed before the guesser started, so before this range too)."""
+    n = len(start)
+    guess = np.arange(-1, n - 1, dtype=np.int64)
+    guess[new_thread] = -1
+    todo = np.flatnonzero(guess >= 0)
+    while len(todo):
+        todo = todo[end[guess[todo]] <= start[todo]]
+        guess[todo] = guess[guess[todo]]
+        todo = todo[guess[todo] >= 0]
+    return guess
 
 
 def build_forest(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> Forest:
-    # Written to keep few full-length temporaries alive at once: this runs on the largest table.
     nonempty = end > start  # empty ranges hold nothing
     if nonempty.all():
         keep, s, e, th = None, start, end, thread
     else:
         keep = np.flatnonzero(nonempty)
         s, e, th = start[keep], end[keep], thread[keep]
-    del nonempty
-    codes, threads = pd.factorize(th)
+    codes, threads = dense_codes(th)
     t0 = int(s.min()) if len(s) else 0
     span = (int(e.max()) - t0 + 2) if len(s) else 2
     if (len(threads) + 1) * span >= (1 << 62):
         raise OverflowError("trace spans too long a time across too many threads")
-
-    sk = codes.astype(np.int64, copy=False)
-    sk *= span
+    sk = codes * span
     sk += s
     sk -= t0
-    del codes
     srt = np.argsort(sk, kind="stable")  # exports list ranges nearly in order: cheap
     sks = sk[srt]
     if len(sks) > 1 and (sks[1:] == sks[:-1]).any():
         srt = np.lexsort((-e, sk))  # equal starts: the longer range is the outer one
         sks = sk[srt]
-    del sk
-    tc = (sks // span).astype(np.int32)
-    e = e[srt]
-    order = (srt if keep is None else keep[srt]).astype(np.int32)
-    del srt, keep
-    n = len(e)
-    # Per thread: ranges started before each one, minus those already ended at its start.
-    ek = e - t0
-    ek += tc.astype(np.int64) * span
-    ek.sort(kind="stable")
-    thread_first = np.flatnonzero(np.r_[True, tc[1:] != tc[:-1]]) if n else np.empty(0, np.int64)
-    first_start = np.zeros(len(threads), dtype=np.int64)
-    first_start[tc[thread_first]] = thread_first
-    first_end = np.zeros(len(threads), dtype=np.int64)
-    first_end[tc[thread_first]] = np.searchsorted(ek, tc[thread_first].astype(np.int64) * span, side="left")
-    depth = np.searchsorted(ek, sks, side="right")
-    del ek
-    depth -= first_end[tc]
-    np.subtract(np.arange(n, dtype=np.int64) - first_start[tc], depth, out=depth)
+    tc = codes[srt].astype(np.int32)
+    s, e = s[srt], e[srt]
+    order = srt if keep is None else keep[srt]
+    parent = enclosing(tc, s, e)
+    holds = np.zeros(len(s) + 1, bool)
+    holds[parent + 1] = True  # parent -1 marks slot 0
+    return Forest(order=order, thread=tc, start=s, end=e, parent=parent, inner=np.flatnonzero(holds[1:]),
+                  start_key=sks, threads=threads, span=span, t0=t0)
 
-    by_level = levels(depth)
-    del depth
-    parent = np.full(n, -1, dtype=np.int32)
-    for upper, lower in zip(by_level, by_level[1:], strict=False):
-        # The parent is the last range one level up that starts before the child.
-        parent[lower] = upper[np.searchsorted(upper, lower) - 1]
-    return Forest(
-        order=order, thread=tc, end=e, parent=parent, start_key=sks,
-        levels=by_level, threads=pd.Index(threads), span=span, t0=t0,
-    )
+
+def innermost_of(thread: np.ndarray, start: np.ndarray, end: np.ndarray, member: np.ndarray,
+                 thread_first: np.ndarray | None = None) -> np.ndarray:
+    """Per range of a depth-first sequence: the innermost range at or above it (itself included) with
+    ``member`` true, else -1. ``thread_first``: :func:`thread_first` of the sequence, where known."""
+    n = len(start)
+    idx = np.arange(n, dtype=np.int64)
+    last = np.where(member, idx, -1)
+    np.maximum.accumulate(last, out=last)
+    if n and thread[0] != thread[-1]:  # sorted by thread: more than one
+        if thread_first is None:
+            thread_first = _thread_first(np.r_[True, thread[1:] != thread[:-1]])
+        last[last < thread_first] = -1  # another thread's
+    closed = np.flatnonzero((last >= 0) & (end[np.maximum(last, 0)] <= start))
+    if len(closed):
+        # The last one started has closed: the answer is among its ancestors of the class.
+        members = np.flatnonzero(member)
+        up = enclosing(thread[members], start[members], end[members])
+        class_parent = np.full(n, -1, np.int64)
+        class_parent[members] = np.where(up >= 0, members[np.maximum(up, 0)], -1)
+        while len(closed):
+            last[closed] = class_parent[last[closed]]
+            c = last[closed]
+            closed = closed[(c >= 0) & (end[np.maximum(c, 0)] <= start[closed])]
+    return last
 
 
 def innermost(forest: Forest, p_thread: np.ndarray, p_time: np.ndarray) -> np.ndarray:
@@ -107,7 +168,11 @@ def innermost(forest: Forest, p_thread: np.ndarray, p_time: np.ndarray) -> np.nd
     r = np.full(len(p_time), -1, dtype=np.int64)
     if len(forest) == 0:
         return r
-    tc = forest.threads.get_indexer(p_thread)
+    codes, threads = dense_codes(p_thread)
+    known = np.searchsorted(forest.threads, threads)
+    np.minimum(known, len(forest.threads) - 1, out=known)
+    known[forest.threads[known] != threads] = -1
+    tc = known[codes]
     rel = p_time - forest.t0
     cand = np.flatnonzero((tc >= 0) & (rel >= 0) & (rel < forest.span))
     key = tc[cand] * forest.span + rel[cand]

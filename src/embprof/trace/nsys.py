@@ -15,29 +15,29 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from embprof.atomic import atomic_path
 
+from .arrow import cast, ints_after, starts_with, string_array, take
 from .columns import (
     BulkReader,
     DatabaseErrors,
     NotIntegers,
     column_names,
+    int_column,
+    read_ahead,
     read_only_uri,
     read_strings_by_id,
-    stack_batches,
     table_names,
 )
 from .errors import TraceError
-from .model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, Ranges, Trace, Work
+from .model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, TIME_GPU, CallRows, RangeRows, WorkRows
 from .names import MEMCPY_KINDS, MEMSET_NAME, memcpy_name
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -48,6 +48,26 @@ NVTX = "NVTX_EVENTS"
 ANALYSIS = "ANALYSIS_DETAILS"  # the session: event times run from 0 to its duration
 NVTX_PUSH_POP = 59
 PID_MASK = np.int64(-(1 << 24))  # 0xFFFF_FFFF_FF00_0000: globalTid -> globalPid
+STRING_REF = "\x01"  # starts a range name that is a StringIds id (never the start of an NVTX text)
+WORK_TABLES = ((KERNEL, KIND_KERNEL, "shortName"), (MEMCPY, KIND_MEMCPY, "copyKind"), (MEMSET, KIND_MEMSET, None))
+# The integer columns each stream selects, in the SELECT's order (its errors name them).
+RANGE_COLUMNS = ("start", "end", "globalTid")
+CALL_COLUMNS = ("correlationId", "globalTid", "start")
+WORK_COLUMNS = ("start", "end", "correlationId", "globalPid")
+# What a stream's intervals must not be, in the order they are told (interval_faults' counts):
+# never ended, never started, of a negative duration, ending after the capture.
+RANGE_FAULTS = (
+    "{n} NVTX range(s) never closed (no end time); the capture was cut inside them",
+    "{n} NVTX range(s) have no start time",
+    "{n} NVTX range(s) end before they start (a negative duration)",
+    "{n} NVTX range(s) end after the capture did ({until} ns): they never ended",
+)
+WORK_FAULTS = (
+    None,  # a missing end reads as -1: a negative duration
+    "{n} kernel/copy record(s) have no start time",
+    "{n} kernel/copy record(s) end before they start (a negative duration)",
+    None,  # device work may be flushed after the capture's end
+)
 
 
 def _require_columns(conn: sqlite3.Connection, path: Path, table: str, needed: tuple[str, ...]) -> set[str]:
@@ -58,26 +78,6 @@ def _require_columns(conn: sqlite3.Connection, path: Path, table: str, needed: t
     return have
 
 
-def _integers(conn: sqlite3.Connection, path: Path, table: str, columns: tuple[str, ...], read) -> list[np.ndarray]:
-    """``read()``'s integer columns, or one line naming the column of ``table`` that holds another value."""
-    try:
-        return read()
-    except NotIntegers as exc:
-        column = columns[exc.column]
-        odd = conn.execute(
-            f'SELECT "{column}" FROM {table} WHERE typeof("{column}") NOT IN (\'integer\', \'null\') LIMIT 1'
-        ).fetchone()
-        shown = repr(odd[0]) if odd else "a value"
-        raise TraceError(path, f"table {table}: column {column} holds {shown}, not an integer") from None
-
-
-def _read_work_table(conn, bulk: BulkReader, path, table, name_col: str | None) -> list[np.ndarray]:
-    cols = ("start", "end", "correlationId", "globalPid") + ((name_col,) if name_col else ())
-    _require_columns(conn, path, table, cols)
-    sql = "SELECT " + ", ".join(f'coalesce("{c}", -1)' for c in cols) + f" FROM {table}"
-    return _integers(conn, path, table, cols, lambda: bulk.ints(sql, len(cols)))
-
-
 def capture_end(conn: sqlite3.Connection) -> int | None:
     """When the capture ended (ns since the session started), where the export says."""
     if ANALYSIS not in table_names(conn) or "duration" not in column_names(conn, ANALYSIS):
@@ -86,107 +86,203 @@ def capture_end(conn: sqlite3.Connection) -> int | None:
     return duration if isinstance(duration, int) else None
 
 
-def check_intervals(path: Path, what: str, start: np.ndarray, end: np.ndarray, until: int | None) -> None:
-    """Every interval ends after it starts and (given ``until``) by the end of the capture: a range
-    that never ends would silently swallow the work after it, a negative one the busy time."""
-    backwards = int(np.count_nonzero(end < start))
-    if backwards:
-        raise TraceError(path, f"{backwards} {what} end before they start (a negative duration)")
-    if until is not None:
-        late = int(np.count_nonzero(end > until))
-        if late:
-            raise TraceError(path, f"{late} {what} end after the capture did ({until} ns): they never ended")
+def interval_faults(start: np.ndarray, end: np.ndarray, until: int | None) -> np.ndarray:
+    """How many intervals never ended (-1), never started, end before they start and (given
+    ``until``) end after it: a range that never ends would silently swallow the work after it,
+    a negative one the busy time."""
+    return np.array([
+        np.count_nonzero(end < 0), np.count_nonzero(start < 0), np.count_nonzero(end < start),
+        0 if until is None else np.count_nonzero(end > until),
+    ])
 
 
-def _read_ranges(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> Ranges:
-    have = _require_columns(conn, path, NVTX, ("start", "end", "eventType", "globalTid"))
-    where = f"eventType = {NVTX_PUSH_POP}"
-    if "domainId" in have:
-        where += " AND coalesce(domainId, 0) = 0"
-    id_expr = "coalesce(textId, -1)" if "textId" in have else "-1"
-    text_expr = "coalesce(text, '')" if "text" in have else "''"
-    # Names: inline text dictionary-encoded batch by batch into one code space.
-    index: dict[str, int] = {}
-    code_parts: list[np.ndarray] = []
-
-    def numeric(batches):
-        for batch in batches:
-            encoded = pc.dictionary_encode(batch.column(4).cast(pa.string()))
-            local = np.array([index.setdefault(v, len(index)) for v in encoded.dictionary.to_pylist()], dtype=np.int32)
-            code_parts.append(local[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
-                              if len(local) else np.empty(0, np.int32))
-            yield batch.columns[:4]
-
-    sql = (f"SELECT coalesce(start, -1), coalesce(end, -1), coalesce(globalTid, 0), {id_expr}, "
-           f"CAST({text_expr} AS TEXT) FROM {NVTX} WHERE {where}")
-    start, end, tid, text_id = _integers(
-        conn, path, NVTX, ("start", "end", "globalTid", "textId"),
-        lambda: stack_batches(numeric(bulk.batches(sql)), 4),
-    )
-    codes = np.concatenate(code_parts) if code_parts else np.empty(0, np.int32)
-    code_parts.clear()
-    names = list(index)
-    unclosed = int(np.count_nonzero(end < 0))
-    if unclosed:
-        raise TraceError(path, f"{unclosed} NVTX range(s) never closed (no end time); the capture was cut inside them")
-    unstarted = int(np.count_nonzero(start < 0))
-    if unstarted:
-        raise TraceError(path, f"{unstarted} NVTX range(s) have no start time")
-    check_intervals(path, "NVTX range(s)", start, end, capture_end(conn))
-    by_id = text_id >= 0
-    if by_id.any():
-        uniq, inverse = np.unique(text_id[by_id], return_inverse=True)
-        values = read_strings_by_id(conn, uniq)
-        codes[by_id] = len(names) + inverse.astype(np.int32)
-        names += [values.get(int(i), "") for i in uniq]
-    return Ranges(thread=tid, start=start, end=end, name=codes, names=names)
+def _faulty(start: np.ndarray, end: np.ndarray, until: int | None) -> bool:
+    """Whether a chunk has any of :func:`interval_faults`' faults (the fast test every chunk takes)."""
+    if len(start) == 0:
+        return False
+    return bool(start.min() < 0 or (end < start).any() or (until is not None and end.max() > until))
 
 
-def read_sqlite(path: Path, use_adbc: bool = True, layout: str | None = None) -> Trace:
-    """Read the columns the attribution needs from one export.
+class NsysSource:
+    """An Nsight Systems SQLite export as streams of chunks (:class:`~embprof.trace.model.TraceSource`).
 
-    With ``layout`` the ranges are read and turned into their attribution
-    context on a second thread while this one reads and joins the work: the
-    SQLite driver and numpy release the GIL, so the two overlap on two cores.
+    Tables and columns are checked when it opens; each stream is one SELECT read
+    batch by batch, so no table is ever held whole.
     """
-    try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True)
-        bulk = BulkReader(path, use_adbc=use_adbc)
-    except DatabaseErrors as exc:
-        raise TraceError(path, f"cannot open as SQLite: {exc}") from None
-    try:
+
+    time_source = TIME_GPU
+
+    def __init__(self, path: Path, use_adbc: bool = True, shown_as: Path | None = None) -> None:
+        self.path = shown_as or path  # what errors and the sidecar name (a .nsys-rep: the report)
+        self._file = path
+        self._use_adbc = use_adbc
+        try:
+            self._conn = sqlite3.connect(read_only_uri(path), uri=True)
+        except DatabaseErrors as exc:
+            raise TraceError(path, f"cannot open as SQLite: {exc}") from None
+        try:
+            self._queries()
+        except DatabaseErrors as exc:
+            self.close()
+            raise _unreadable(self.path, exc) from None
+        except TraceError:
+            self.close()
+            raise
+        self._strings: dict[int, str] = {}
+
+    def _queries(self) -> None:
+        conn, path = self._conn, self._file
         _check_tables(conn, path)
-        if layout is None:
-            work, dropped = _read_work(conn, bulk, path)
-            return Trace(path=path, ranges=_read_ranges(conn, bulk, path), work=work, dropped_unlaunched=dropped)
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            context = pool.submit(_range_context_from, path, use_adbc, layout)
-            work, dropped = _read_work(conn, bulk, path)
-            return Trace(path=path, ranges=None, work=work, dropped_unlaunched=dropped, context=context.result())
-    except DatabaseErrors as exc:
-        raise _unreadable(path, exc) from None
-    except OverflowError as exc:
-        raise TraceError(path, f"its ranges' times cannot be nested ({exc})") from None
-    finally:
-        bulk.close()
-        conn.close()
+        tables = table_names(conn)
+        self._capture_end = capture_end(conn)
+        have = _require_columns(conn, path, NVTX, ("start", "end", "eventType", "globalTid"))
+        col = _reader(conn, NVTX)
+        where = f"eventType = {NVTX_PUSH_POP}"
+        if "domainId" in have:
+            where += f" AND {col('domainId', 0)} = 0"
+        # One name column: the inline text, or STRING_REF + the id of a registered string
+        # (which wins where a row has both), fetched from StringIds once per distinct id.
+        text = col("text", "''") if "text" in have else "''"
+        name = f"CASE WHEN textId >= 0 THEN char({ord(STRING_REF)}) || textId ELSE {text} END" if "textId" in have else text
+        self._ranges_sql = f"SELECT {col('start')}, {col('end')}, {col('globalTid', 0)}, {name} FROM {NVTX} WHERE {where}"
+        _require_columns(conn, path, RUNTIME, ("start", "globalTid", "correlationId"))
+        col = _reader(conn, RUNTIME)
+        self._calls_sql = (f"SELECT correlationId, {col('globalTid', 0)}, {col('start')} FROM {RUNTIME} "
+                           "WHERE correlationId IS NOT NULL")
+        self._work_sql = []
+        for table, kind, name_col in WORK_TABLES:
+            if table not in tables:
+                continue
+            cols = ("start", "end", "correlationId", "globalPid") + ((name_col,) if name_col else ())
+            _require_columns(conn, path, table, cols)
+            col = _reader(conn, table)
+            select = ", ".join(col(c) for c in cols) + ("" if name_col else ", 0")
+            self._work_sql.append((f"SELECT {select} FROM {table}", kind, table, WORK_COLUMNS + ((name_col,) if name_col else ())))
+
+    def _batches(self, sql: str) -> Iterator[pa.RecordBatch]:
+        """One SELECT's batches, read a little ahead by a thread of its own; unreadable pages (a
+        truncated file) become one-line errors."""
+        try:
+            yield from read_ahead(lambda: self._read(sql))
+        except DatabaseErrors as exc:
+            raise _unreadable(self.path, exc) from None
+
+    def _read(self, sql: str) -> Iterator[pa.RecordBatch]:
+        bulk = BulkReader(self._file, use_adbc=self._use_adbc)
+        try:
+            yield from bulk.batches(sql)
+        finally:
+            bulk.close()
+
+    @contextmanager
+    def _integer_columns(self, table: str, columns: tuple[str, ...]) -> Iterator[None]:
+        """:class:`NotIntegers` of a stream's batch as one line naming the table's column and a value
+        it holds (SQLite keeps whatever a row was given)."""
+        try:
+            yield
+        except NotIntegers as exc:
+            column = columns[exc.column]
+            odd = self._conn.execute(
+                f'SELECT "{column}" FROM {table} WHERE typeof("{column}") NOT IN (\'integer\', \'null\') LIMIT 1'
+            ).fetchone()
+            shown = repr(odd[0]) if odd else "a value"
+            raise TraceError(self.path, f"table {table}: column {column} holds {shown}, not an integer") from None
+
+    def _refuse(self, intervals: Iterable[tuple[np.ndarray, np.ndarray]], messages: tuple[str | None, ...],
+                until: int | None) -> TraceError:
+        """The first fault of a stream's intervals, counted over the whole stream (read again: only
+        a faulty export comes here)."""
+        counts = sum((interval_faults(start, end, until) for start, end in intervals), np.zeros(4, np.int64))
+        for n, message in zip(counts.tolist(), messages, strict=True):
+            if n and message is not None:
+                return TraceError(self.path, message.format(n=n, until=until))
+        raise AssertionError("a faulty chunk without a fault")  # pragma: no cover - _faulty and interval_faults agree
+
+    def _range_intervals(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        with self._integer_columns(NVTX, RANGE_COLUMNS):
+            for batch in self._batches(self._ranges_sql):
+                yield int_column(batch, 0), int_column(batch, 1)
+
+    def ranges(self) -> Iterator[RangeRows]:
+        with self._integer_columns(NVTX, RANGE_COLUMNS):
+            yield from self._ranges()
+
+    def _ranges(self) -> Iterator[RangeRows]:
+        for batch in self._batches(self._ranges_sql):
+            start, end = int_column(batch, 0), int_column(batch, 1)
+            if _faulty(start, end, self._capture_end):
+                raise self._refuse(self._range_intervals(), RANGE_FAULTS, self._capture_end)
+            names = batch.column(3)
+            if names.type != pa.string():
+                names = cast(names, pa.string())
+            by_id = np.flatnonzero(starts_with(names, STRING_REF))
+            if len(by_id):
+                ids = ints_after(take(names, by_id), len(STRING_REF))
+                at = np.arange(len(names), dtype=np.int64)
+                at[by_id] = len(names) + np.arange(len(by_id))
+                names = take(pa.concat_arrays([names, self._strings_of(ids)]), at)
+            yield RangeRows(thread=int_column(batch, 2), start=start, end=end, names=names)
+
+    def _strings_of(self, ids: np.ndarray) -> pa.Array:
+        """Each id's StringIds value ('' for an unknown id), fetched once per distinct id."""
+        uniq, inverse = np.unique(ids, return_inverse=True)
+        missing = [i for i in uniq.tolist() if i not in self._strings]
+        if missing:
+            found = read_strings_by_id(self._conn, np.array(missing, np.int64))
+            self._strings.update((i, found.get(i, "")) for i in missing)
+        values = string_array([self._strings[i] for i in uniq.tolist()])
+        return take(values, inverse)
+
+    def calls(self) -> Iterator[CallRows]:
+        with self._integer_columns(RUNTIME, CALL_COLUMNS):
+            for batch in self._batches(self._calls_sql):
+                thread = int_column(batch, 1)
+                yield CallRows(process=thread & PID_MASK, corr=int_column(batch, 0), thread=thread,
+                               start=int_column(batch, 2))
+
+    def work(self) -> list[Iterator[WorkRows]]:
+        return [self._work(*query) for query in self._work_sql]
+
+    def _work(self, sql: str, kind: int, table: str, columns: tuple[str, ...]) -> Iterator[WorkRows]:
+        with self._integer_columns(table, columns):
+            for batch in self._batches(sql):
+                start, end = int_column(batch, 0), int_column(batch, 1)
+                if _faulty(start, end, None):  # every work table counted: the faults of them all
+                    raise self._refuse(self._work_intervals(), WORK_FAULTS, None)
+                yield WorkRows(process=int_column(batch, 3), corr=int_column(batch, 2), start=start, end=end,
+                               kind=np.full(batch.num_rows, kind, np.int8), name=int_column(batch, 4))
+
+    def _work_intervals(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for sql, _, table, columns in self._work_sql:
+            with self._integer_columns(table, columns):
+                for batch in self._batches(sql):
+                    yield int_column(batch, 0), int_column(batch, 1)
+
+    def work_names(self, kind: int, ids: np.ndarray) -> list[str]:
+        if kind == KIND_KERNEL:
+            strings = read_strings_by_id(self._conn, ids)
+            return [strings.get(int(i), f"kernel#{int(i)}") for i in ids.tolist()]
+        if kind == KIND_MEMCPY:
+            return [memcpy_name(MEMCPY_KINDS.get(int(k), f"kind{int(k)}")) for k in ids.tolist()]
+        return [MEMSET_NAME] * len(ids)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _reader(conn: sqlite3.Connection, table: str):
+    """``col(name, default)``: the column as selected, made non-NULL only where the schema lets it be NULL."""
+    nullable = {r[1] for r in conn.execute(f"PRAGMA table_info({table})") if not r[3]}
+
+    def col(name: str, default: object = -1) -> str:
+        return f'coalesce("{name}", {default})' if name in nullable else f'"{name}"'
+
+    return col
 
 
 def _unreadable(path: Path, exc: BaseException) -> TraceError:
     detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return TraceError(path, f"unreadable SQLite export ({detail}); truncated or not an Nsight Systems export?")
-
-
-def _range_context_from(path: Path, use_adbc: bool, layout: str):
-    from .attribute import range_context
-
-    conn = sqlite3.connect(read_only_uri(path), uri=True)
-    bulk = BulkReader(path, use_adbc=use_adbc)
-    try:
-        return range_context(_read_ranges(conn, bulk, path), layout)
-    finally:
-        bulk.close()
-        conn.close()
 
 
 def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
@@ -197,74 +293,6 @@ def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
         raise TraceError(path, f"no {RUNTIME} table: kernels cannot be joined to the calls that launched them")
     if NVTX not in tables:
         raise TraceError(path, f"no {NVTX} table: no ranges were traced (profile with --trace=cuda,nvtx)")
-
-
-def _read_work(conn: sqlite3.Connection, bulk: BulkReader, path: Path) -> tuple[Work, int]:
-    """Kernels, copies and memsets joined to their launching runtime call; and how many had none."""
-    tables = table_names(conn)
-    k_start, k_end, k_corr, k_pid, k_name = _read_work_table(conn, bulk, path, KERNEL, "shortName")
-    k_code, uniq_names = pd.factorize(k_name)
-    strings = read_strings_by_id(conn, uniq_names)
-    work_names = [strings.get(int(i), f"kernel#{int(i)}") for i in uniq_names]
-    parts = [(k_start, k_end, k_corr, k_pid, k_code.astype(np.int32), np.full(len(k_start), KIND_KERNEL, np.int8))]
-
-    if MEMCPY in tables:
-        m_start, m_end, m_corr, m_pid, m_kind = _read_work_table(conn, bulk, path, MEMCPY, "copyKind")
-        m_code, kinds = pd.factorize(m_kind)
-        parts.append((m_start, m_end, m_corr, m_pid, (m_code + len(work_names)).astype(np.int32), np.full(len(m_start), KIND_MEMCPY, np.int8)))
-        work_names += [memcpy_name(MEMCPY_KINDS.get(int(k), f"kind{int(k)}")) for k in kinds]
-    if MEMSET in tables:
-        s_start, s_end, s_corr, s_pid = _read_work_table(conn, bulk, path, MEMSET, None)
-        parts.append((s_start, s_end, s_corr, s_pid, np.full(len(s_start), len(work_names), np.int32), np.full(len(s_start), KIND_MEMSET, np.int8)))
-        work_names.append(MEMSET_NAME)
-    start, end, corr, pid, code, kind = (np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts, strict=True))
-    del parts, k_start, k_end, k_corr, k_pid, k_name, k_code
-    unstarted = int(np.count_nonzero(start < 0))
-    if unstarted:
-        raise TraceError(path, f"{unstarted} kernel/copy record(s) have no start time")
-    check_intervals(path, "kernel/copy record(s)", start, end, None)
-
-    _require_columns(conn, path, RUNTIME, ("start", "globalTid", "correlationId"))
-    sql = f"SELECT correlationId, coalesce(globalTid, 0), coalesce(start, -1) FROM {RUNTIME} WHERE correlationId IS NOT NULL"
-    r_corr, r_tid, r_start = _integers(
-        conn, path, RUNTIME, ("correlationId", "globalTid", "start"), lambda: bulk.ints(sql, 3)
-    )
-    launch_idx = join_launches(pid, corr, r_tid & PID_MASK, r_corr)
-    del pid, corr, r_corr
-    found = launch_idx >= 0
-    dropped = int(len(found) - np.count_nonzero(found))
-    if not found.any():
-        raise TraceError(path, f"none of the {len(found)} kernels/copies has a runtime call with its correlationId")
-    every = dropped == 0
-    li = launch_idx if every else launch_idx[found]
-    work = Work(
-        thread=r_tid[li], launch=r_start[li],
-        start=start if every else start[found], end=end if every else end[found],
-        name=code if every else code[found], kind=kind if every else kind[found], names=work_names,
-    )
-    return work, dropped
-
-
-def join_launches(w_pid: np.ndarray, w_corr: np.ndarray, r_pid: np.ndarray, r_corr: np.ndarray) -> np.ndarray:
-    """Index of the runtime row with the same (process, correlationId) per work item, -1 when none.
-
-    Many work items may share one launch (CUDA graph nodes carry the graph
-    launch's correlation id).
-    """
-    if len(r_pid) == 0:
-        return np.full(len(w_pid), -1, dtype=np.int64)
-    if (r_pid == r_pid[0]).all() and (w_pid == r_pid[0]).all():
-        r_key, w_key = r_corr, w_corr  # one process, the usual case: the id alone is the key
-    else:
-        codes, _ = pd.factorize(np.concatenate([r_pid, w_pid]))
-        r_key = codes[: len(r_pid)].astype(np.int64) * (np.int64(1) << 33) + r_corr
-        w_key = codes[len(r_pid):].astype(np.int64) * (np.int64(1) << 33) + w_corr
-        del codes
-    order = np.argsort(r_key, kind="stable")  # ids rise with time: nearly sorted, cheap
-    keys = r_key[order]
-    pos = np.minimum(np.searchsorted(keys, w_key), len(keys) - 1)  # first of repeated ids
-    hit = (keys[pos] == w_key) & (w_corr >= 0)
-    return np.where(hit, order[pos], -1)
 
 
 def find_nsys(explicit: str | None) -> str | None:
@@ -295,11 +323,8 @@ def export_sqlite(report: Path, out: Path, nsys: str | None) -> None:
             raise TraceError(report, f"nsys export failed (exit {proc.returncode}): {last}")
 
 
-def read_nsys_rep(path: Path, nsys: str | None, layout: str | None = None) -> Trace:
-    """Export a ``.nsys-rep`` to SQLite in a temporary directory, then read it."""
-    with tempfile.TemporaryDirectory(prefix="embprof-export-") as tmp:
-        out = Path(tmp) / (path.stem + ".sqlite")
-        export_sqlite(path, out, nsys)
-        trace = read_sqlite(out, layout=layout)
-        trace.path = path
-        return trace
+def export_rep(path: Path, nsys: str | None, tmp: str) -> Path:
+    """Export a ``.nsys-rep`` to SQLite in the temporary directory ``tmp``; returns the export."""
+    out = Path(tmp) / (path.stem + ".sqlite")
+    export_sqlite(path, out, nsys)
+    return out

@@ -4,34 +4,46 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from embprof.results.busy import RANGE_RULE
 from embprof.results.opcalls import COLUMNS, format_iteration_ms
 
-from .attribute import Attributed, attribute
-from .categories import load_categories
+from .attribute import CHUNK_ROWS, Attributed, attribute
+from .categories import Categories, load_categories
 from .errors import TraceError
-from .model import Trace
-from .readers import read_trace
+from .layouts import LAYOUTS
+from .readers import open_trace
 
-LAYOUTS = ("default", "any")
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
 class LabelBreakdown:
-    """One config: its rows, and what the report needs to check them against."""
+    """One config: its rows (the per-op CSV's columns), and what the report needs to check them against."""
 
     label: str
-    rows: pd.DataFrame
+    columns: dict[str, np.ndarray]
     num_iters: int
     busy_ms_per_iter: dict[str, float]
     time_source: str
     range_ms_per_iter: dict[str, float] = field(default_factory=dict)
     traces: list[str] = field(default_factory=list)
     dropped_unlaunched: int = 0
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.columns["op"])
+
+    @property
+    def rows(self) -> pd.DataFrame:
+        """The rows as a DataFrame (the library's interface; the command writes the columns as they are)."""
+        import pandas as pd
+
+        return pd.DataFrame({c: self.columns[c] for c in COLUMNS})
 
     def busy_info(self) -> dict:
         return {
@@ -46,45 +58,35 @@ class LabelBreakdown:
         }
 
 
-def attribute_traces(traces: list[Trace], layout: str, categories: Path | None = None) -> dict[str, LabelBreakdown]:
-    """Attribute every trace, then merge the ones of the same label."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    cats = load_categories(categories)
-    parts: list[tuple[Trace, Attributed]] = [(t, attribute(t, layout, t.context)) for t in traces]
-    _number_iterations_across_traces([a for _, a in parts])
-    groups = pd.concat([a.groups for _, a in parts], ignore_index=True)
+@dataclass
+class _Trace:
+    path: str
+    time_source: str
+    attributed: Attributed
+
+
+def merge_traces(traces: list[_Trace], cats: Categories) -> dict[str, LabelBreakdown]:
+    """Merge the attributed traces by label: rows of one label add up, in order of first appearance."""
     out: dict[str, LabelBreakdown] = {}
-    for label, g in groups.groupby("label", sort=True):
-        contributing = [(t, a) for t, a in parts if label in a.iterations and (a.groups["label"] == label).any()]
-        num_iters = sum(a.iterations[label] for _, a in contributing)
-        busy = _per_backend(label, [a.busy_ns for _, a in contributing])
-        wall = _per_backend(label, [a.range_ns for _, a in contributing])
+    labels = sorted({lab for t in traces for lab in t.attributed.groups.label})
+    for label in labels:
+        contributing = [t for t in traces if label in t.attributed.iterations and label in t.attributed.groups.label]
+        num_iters = sum(t.attributed.iterations[label] for t in contributing)
+        # A label's iterations in its second trace follow those of its first, and so on.
+        before = np.cumsum([0] + [t.attributed.iterations[label] for t in contributing])[:-1]
+        busy = _per_backend(label, [t.attributed.busy_ns for t in contributing])
+        wall = _per_backend(label, [t.attributed.range_ns for t in contributing])
         out[label] = LabelBreakdown(
             label=label,
-            rows=_rows(g, num_iters, cats.of),
+            columns=_rows(label, contributing, before.tolist(), num_iters, cats.of),
             num_iters=num_iters,
             busy_ms_per_iter={b: ns / 1e6 / num_iters for b, ns in sorted(busy.items())},
             range_ms_per_iter={b: ns / 1e6 / num_iters for b, ns in sorted(wall.items())},
-            time_source="+".join(sorted({t.time_source for t, _ in contributing})),
-            traces=[str(t.path) for t, _ in contributing],
-            dropped_unlaunched=sum(t.dropped_unlaunched for t, _ in contributing),
+            time_source="+".join(sorted({t.time_source for t in contributing})),
+            traces=[t.path for t in contributing],
+            dropped_unlaunched=sum(t.attributed.dropped_unlaunched for t in contributing),
         )
     return out
-
-
-def _number_iterations_across_traces(parts: list[Attributed]) -> None:
-    """A label's iterations in the second trace of it follow those of the first, and so on, in
-    the order the traces were given (the traces that hold work of the label, as ``num_iters`` counts)."""
-    seen: dict[str, int] = {}
-    for a in parts:
-        offsets = {}
-        for label in a.groups["label"].unique():
-            if label in a.iterations:
-                offsets[label] = seen.get(label, 0)
-                seen[label] = offsets[label] + a.iterations[label]
-        if any(offsets.values()):
-            a.groups["iteration"] += a.groups["label"].map(offsets).fillna(0).astype(np.int64)
 
 
 def _per_backend(label: str, per_trace: list[dict[tuple[str, str], int]]) -> dict[str, float]:
@@ -97,42 +99,80 @@ def _per_backend(label: str, per_trace: list[dict[tuple[str, str], int]]) -> dic
     return total
 
 
-def _rows(g: pd.DataFrame, num_iters: int, category_of) -> pd.DataFrame:
-    keys = ["backend", "phase", "parent_stages", "op", "is_op_range", "kind"]
-    grouped = g.groupby(keys, sort=False)
-    agg = grouped.agg(
-        calls=("calls", "sum"),
-        total_ns=("total_ns", "sum"),
-        kernel_names=("kernel_name", lambda s: ";".join(sorted(set(s)))),
-    ).reset_index()
+def _rows(label: str, traces: list[_Trace], before: list[int], num_iters: int, category_of) -> dict[str, np.ndarray]:
+    """One row per (backend, phase, stage path, op, kind) over the groups of the label in the traces
+    that hold its work (few: one per op, kernel name and iteration, never one per event),
+    costliest first within a phase; ``before``: the label's iterations in the traces before each."""
+    rows: dict[tuple, list] = {}
+    row_of, iteration, ns = [], [], []  # per group: its row, iteration of the label, time
+    for trace_no, (t, offset) in enumerate(zip(traces, before, strict=True)):
+        g = t.attributed.groups
+        for i, lab in enumerate(g.label):
+            if lab != label:
+                continue
+            key = (g.backend[i], g.phase[i], g.parent_stages[i], g.op[i], g.is_op_range[i], g.kind[i])
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = [0, 0, set(), (trace_no, g.first_seen[i]), len(rows)]
+            row[0] += g.calls[i]
+            row[1] += g.total_ns[i]
+            row[2].add(g.kernel_name[i])
+            row[3] = min(row[3], (trace_no, g.first_seen[i]))
+            row_of.append(row[4])
+            iteration.append(offset + g.iteration[i])
+            ns.append(g.total_ns[i])
+    keys = list(rows)
     # Each row's time in every profiled iteration (0 where it ran nothing): the samples a
-    # comparison of two runs tests per op. ngroup numbers groups as agg orders them.
-    per_iter = np.zeros((len(agg), num_iters))
-    np.add.at(per_iter, (grouped.ngroup().to_numpy(), g["iteration"].to_numpy()), g["total_ns"].to_numpy())
-    is_range = agg["is_op_range"].to_numpy(bool)
-    rows = pd.DataFrame({
-        "backend": agg["backend"],
-        "phase": agg["phase"],
-        "parent_stages": agg["parent_stages"],
-        "op": agg["op"],
-        "calls_per_iter": agg["calls"] / num_iters,
-        "avg_ms_per_iter": agg["total_ns"] / 1e6 / num_iters,
-        "total_ms": agg["total_ns"] / 1e6,
-        "num_iters": np.full(len(agg), num_iters, dtype=np.int64),
-        "kernel_names": agg["kernel_names"],
-        "fallback_category": ["" if r else category_of(op) for r, op in zip(is_range, agg["op"], strict=True)],
-        "ms_by_iter": format_iteration_ms(per_iter / 1e6),
-    })
-    rows = rows.sort_values(["backend", "phase", "avg_ms_per_iter"], ascending=[True, True, False], kind="stable")
-    return rows[list(COLUMNS)].reset_index(drop=True)
+    # comparison of two runs tests per op.
+    per_iter = np.zeros((len(keys), num_iters))
+    np.add.at(per_iter, (np.array(row_of, np.int64), np.array(iteration, np.int64)), np.array(ns, np.float64))
+    calls = np.array([rows[k][0] for k in keys], np.int64)
+    total_ns = np.array([rows[k][1] for k in keys], np.int64)
+    backend = np.array([k[0] for k in keys], dtype=object)
+    phase = np.array([k[1] for k in keys], dtype=object)
+    avg = total_ns / 1e6 / num_iters
+    seen = sorted(range(len(keys)), key=lambda i: rows[keys[i]][3])
+    rank = np.empty(len(keys), np.int64)
+    rank[seen] = np.arange(len(keys))
+    order = np.lexsort((rank, -avg, _ordinal(phase), _ordinal(backend)))
+    cols = {
+        "backend": backend,
+        "phase": phase,
+        "parent_stages": np.array([k[2] for k in keys], dtype=object),
+        "op": np.array([k[3] for k in keys], dtype=object),
+        "calls_per_iter": calls / num_iters,
+        "avg_ms_per_iter": avg,
+        "total_ms": total_ns / 1e6,
+        "num_iters": np.full(len(keys), num_iters, dtype=np.int64),
+        "kernel_names": np.array([";".join(sorted(rows[k][2])) for k in keys], dtype=object),
+        "fallback_category": np.array(["" if k[4] else category_of(k[3]) for k in keys], dtype=object),
+        "ms_by_iter": np.array(format_iteration_ms(per_iter / 1e6), dtype=object),
+    }
+    return {c: cols[c][order] for c in COLUMNS}
+
+
+def _ordinal(values: np.ndarray) -> np.ndarray:
+    """Each string's rank among the distinct values (sorts as the strings do)."""
+    uniq = sorted(set(values.tolist()))
+    rank = {v: i for i, v in enumerate(uniq)}
+    return np.array([rank[v] for v in values.tolist()], np.int64)
 
 
 def run_breakdown(
-    paths: list[Path], layout: str = "default", categories: Path | None = None, nsys: str | None = None
+    paths: list[Path], layout: str = "default", categories: Path | None = None, nsys: str | None = None,
+    chunk_rows: int | None = CHUNK_ROWS,
 ) -> dict[str, LabelBreakdown]:
-    """Read and attribute every trace; a bad one raises :class:`TraceError` before anything is written."""
+    """Read and attribute every trace; a bad one raises :class:`TraceError` before anything is written.
+
+    ``chunk_rows``: rows each stream is read in (None: whole tables at once).
+    """
     if not paths:
         raise TraceError("-", "no trace files given")
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    return attribute_traces([read_trace(Path(p), nsys=nsys, layout=layout) for p in paths], layout, categories)
+    cats = load_categories(categories)
+    traces = []
+    for p in paths:
+        with open_trace(Path(p), nsys=nsys) as source:
+            traces.append(_Trace(str(source.path), source.time_source, attribute(source, layout, chunk_rows)))
+    return merge_traces(traces, cats)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import TraceError
-from .kineto import read_kineto
-from .model import Trace
-from .nsys import read_nsys_rep, read_sqlite
+from .model import TraceSource
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-def read_trace(path: Path, nsys: str | None = None, layout: str | None = None) -> Trace:
-    """One trace file; with ``layout`` an nsys export also brings its range context (read in parallel)."""
+@contextmanager
+def open_trace(path: Path, nsys: str | None = None) -> Iterator[TraceSource]:
+    """One trace file as a :class:`~embprof.trace.model.TraceSource`, closed (and any export of a
+    ``.nsys-rep`` removed) when the block ends."""
     if not path.exists():
         raise TraceError(path, "no such file")
     if not path.is_file():
@@ -24,11 +27,29 @@ def read_trace(path: Path, nsys: str | None = None, layout: str | None = None) -
     except OSError as exc:
         raise TraceError(path, f"cannot read: {exc.strerror}") from None
     if head.startswith(SQLITE_MAGIC):
-        return read_sqlite(path, layout=layout)
-    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
-        return read_kineto(path)
-    if path.suffix == ".nsys-rep":
-        return read_nsys_rep(path, nsys, layout)
-    if not head:
+        with _nsys(path, path) as source:
+            yield source
+    elif head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
+        from .kineto import KinetoSource  # JSON traces only: it needs pandas
+
+        yield KinetoSource(path)
+    elif path.suffix == ".nsys-rep":
+        from .nsys import export_rep
+
+        with tempfile.TemporaryDirectory(prefix="embprof-export-") as tmp, _nsys(export_rep(path, nsys, tmp), path) as source:
+            yield source
+    elif not head:
         raise TraceError(path, "empty file")
-    raise TraceError(path, "not an Nsight Systems SQLite export, .nsys-rep or PyTorch profiler JSON trace")
+    else:
+        raise TraceError(path, "not an Nsight Systems SQLite export, .nsys-rep or PyTorch profiler JSON trace")
+
+
+@contextmanager
+def _nsys(export: Path, shown_as: Path) -> Iterator[TraceSource]:
+    from .nsys import NsysSource
+
+    source = NsysSource(export, shown_as=shown_as)
+    try:
+        yield source
+    finally:
+        source.close()

@@ -9,7 +9,7 @@ including ``greenContextId`` before ``streamId``.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -91,12 +91,19 @@ def _column(table: Mapping[str, object], name: str, n: int) -> list:
     return list(col)
 
 
-def write_export(path: Path, strings: Mapping[int, str], tables: Mapping[str, Mapping[str, object]]) -> None:
+def write_export(
+    path: Path,
+    strings: Mapping[int, str],
+    tables: Mapping[str, Mapping[str, object]],
+    more: Iterable[Mapping[str, Mapping[str, object]]] = (),
+) -> None:
     """Create ``path`` with StringIds and the given tables (table -> column -> values).
 
     Columns not given are NULL where the schema allows; absent tables are not created,
     as in a real export where nothing of that kind was traced. NVTX ``end`` may hold
     ``None`` (a range never closed); ``graphNodeId``/``textId``/``text`` may be None.
+    ``more`` yields further rows of the same tables, appended in order, so that an
+    export of many millions of rows is written without holding all of them at once.
     """
     path = Path(path)
     path.unlink(missing_ok=True)
@@ -106,12 +113,19 @@ def write_export(path: Path, strings: Mapping[int, str], tables: Mapping[str, Ma
         conn.execute("PRAGMA synchronous = OFF")
         conn.execute(f"CREATE TABLE StringIds ({SCHEMA['StringIds']})")
         conn.executemany("INSERT INTO StringIds VALUES (?, ?)", sorted(strings.items()))
-        for name, cols in tables.items():
+        for name in tables:
             conn.execute(f"CREATE TABLE {name} ({SCHEMA[name]})")
-            sql, fields = _INSERT[name]
-            n = len(next(iter(cols.values())))
-            columns = [_column(cols, f, n) for f in fields]
-            conn.executemany(f"INSERT INTO {name} {sql}", zip(*columns, strict=True))
+        _insert(conn, tables)
+        for chunk in more:
+            _insert(conn, chunk)
         conn.commit()
     finally:
         conn.close()
+
+
+def _insert(conn: sqlite3.Connection, tables: Mapping[str, Mapping[str, object]]) -> None:
+    for name, cols in tables.items():
+        sql, fields = _INSERT[name]
+        n = len(next(iter(cols.values())))
+        columns = [_column(cols, f, n) for f in fields]
+        conn.executemany(f"INSERT INTO {name} {sql}", zip(*columns, strict=True))

@@ -42,15 +42,31 @@ def command_output(command: Sequence[str], cwd: str | os.PathLike[str] | None = 
     return done.stdout, ""
 
 
+# A checkout copied without its .git (a GPU host's copy of the working tree) names its commit here,
+# and in COPY_DIRTY_ENV whether its tracked files differ from it (0 or 1); git wins where it works.
+COPY_COMMIT_ENV, COPY_DIRTY_ENV = "EMBPROF_GIT_COMMIT", "EMBPROF_GIT_DIRTY"
+
+
 def git_state(root: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The checkout's commit and whether tracked files differ from it (untracked files do not count,
     as in ``git describe --dirty``)."""
     commit, why = command_output(["git", "rev-parse", "HEAD"], cwd=root)
     if commit is None:
-        return {"git_commit": None, "git_dirty": None}, {"git_commit": why, "git_dirty": why}
+        return _copied_state(why)
     status, why = command_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
     state = {"git_commit": commit.strip(), "git_dirty": None if status is None else bool(status.strip())}
     return state, ({"git_dirty": why} if status is None else {})
+
+
+def _copied_state(why_not_git: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The commit a copied checkout was stamped with (:data:`COPY_COMMIT_ENV`), else nulls with git's reason."""
+    commit = os.environ.get(COPY_COMMIT_ENV, "").strip()
+    if not commit:
+        return {"git_commit": None, "git_dirty": None}, {"git_commit": why_not_git, "git_dirty": why_not_git}
+    dirty = os.environ.get(COPY_DIRTY_ENV, "").strip()
+    if dirty in ("0", "1"):
+        return {"git_commit": commit, "git_dirty": dirty == "1"}, {}
+    return {"git_commit": commit, "git_dirty": None}, {"git_dirty": f"a copied checkout ({COPY_COMMIT_ENV}) without {COPY_DIRTY_ENV}=0|1"}
 
 
 def _mhz(text: str) -> int | None:

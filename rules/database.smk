@@ -1,0 +1,21 @@
+rule database:
+    # The run's results as one SQLite file (docs/DATABASE.md), from what `measure` leaves.
+    # Kept between runs, not remade: a re-run replaces the rows of the configs whose
+    # files changed, and the runs merged into it (embprof db merge) stay.
+    localrule: True
+    input:
+        unpack(get_measured_outputs),
+        configs=L.configs,
+    output:
+        update(L.database),
+    params:
+        results_dir=L.root,
+        code=DIGEST["database"],
+    log:
+        L.log("database"),
+    benchmark:
+        L.benchmark("database")
+    conda:
+        "../envs/analysis.yaml"
+    shell:
+        "embprof db write --results-dir {params.results_dir} > {log} 2>&1"

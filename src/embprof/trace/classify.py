@@ -1,0 +1,74 @@
+"""What each range is in our layout (DESIGN.md, "Attribution rule"), decided per row in Arrow.
+
+Layout ``default``: config (``^T<digits>_totalB``), iteration
+(``nsys_iter_<digits>``), backend (``dyn``/``trc``), phase (``forward``/
+``backward``), op (``op:*``); anything else is a stage (``OTHER``). Layout
+``any``: every range is an op. The string tests run in Arrow's kernels over
+the whole column, so a trace whose per-launch ranges all have distinct names
+(PyTorch's ``..., seq = N``) costs no more than one with a handful.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from embprof.labels import CONFIG_RANGE
+
+from .arrow import first_bytes, index_in, matches, starts_with, string_array, take
+from .layouts import BACKENDS, PHASES
+
+ITERATION_RANGE = r"^nsys_iter_[0-9]+$"
+OTHER, CONFIG, ITERATION, BACKEND, PHASE, OP = range(6)
+_FIXED = string_array([*BACKENDS, *PHASES])
+# The first letters of every name that is not a stage.
+_FIRST = np.frombuffer(b"Tnodtfb", np.uint8)
+# The classes that add their name to the stage path of what lies inside them.
+PATH_CLASSES = (OTHER, OP)
+
+
+def classify(names: pa.Array, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per row: its class (int8), and for backends and phases the value's index (else -1).
+
+    Every name of a class starts with one of a few letters: the first byte of
+    each name, read from the string array's buffers, sends each test to the few
+    rows that could pass it; in most traces nearly every name starts otherwise
+    (``aten::``, ``launch``, stage names), and most chunks hold no config range.
+    """
+    n = len(names)
+    val = np.full(n, -1, dtype=np.int8)
+    if layout != "default":
+        return np.full(n, OP, dtype=np.int8), val
+    cls = np.full(n, OTHER, dtype=np.int8)
+    first = first_bytes(names)
+    for kind, letters, prefix, pattern in _TESTS:
+        rows = np.flatnonzero(np.isin(first, letters)) if len(letters) > 1 else np.flatnonzero(first == letters[0])
+        if len(rows) == 0:
+            continue
+        sub = take(names, rows)
+        if kind == BACKEND:  # backends and phases: the names themselves
+            which = index_in(sub, _FIXED)
+            hit = which >= 0
+            rows, which = rows[hit], which[hit]
+            backend = which < len(BACKENDS)
+            cls[rows] = np.where(backend, BACKEND, PHASE)
+            val[rows] = np.where(backend, which, which - len(BACKENDS))
+            continue
+        hit = starts_with(sub, prefix)
+        if pattern is not None and hit.any():
+            hit[hit] = matches(take(sub, np.flatnonzero(hit)), pattern)
+        cls[rows[hit]] = kind
+    return cls, val
+
+
+def _letters(*names: str) -> np.ndarray:
+    return np.unique(np.frombuffer("".join(n[0] for n in names).encode(), np.uint8))
+
+
+# (class, first letters of its names, prefix, pattern): the tests, each on the rows it could pass.
+_TESTS = (
+    (CONFIG, _letters("T"), "T", CONFIG_RANGE.pattern),
+    (ITERATION, _letters("n"), "nsys_iter_", ITERATION_RANGE),
+    (OP, _letters("o"), "op:", None),
+    (BACKEND, _letters(*BACKENDS, *PHASES), None, None),
+)

@@ -1,0 +1,174 @@
+"""Work items joined to their calls' contexts and summed, a chunk at a time.
+
+Each kernel, copy or memset takes the context and span of the runtime call
+with its correlation id (:class:`~embprof.trace.calls.CallStore`); counted
+work is summed per (context, kind, name) group; the device intervals of each
+(label, backend) are merged into their union as they arrive. The work tables
+are read side by side, the next chunk always from the table that is furthest
+behind in time, so a merged interval that ends before every table's next
+chunk begins is final and dropped: memory is a chunk per table plus the open
+intervals. Tables out of start order are read again as one chunk each
+(:class:`~embprof.trace.sweep.OutOfOrder`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .calls import CallStore
+from .codes import KeyCodes, dedupe, dense_codes
+from .model import WorkRows
+from .sweep import INF, Contexts, OutOfOrder, rechunk
+
+ROW_BITS = 40  # first-seen order: table rank, then row within the table
+_KINDS = 3
+
+
+@dataclass
+class _Busy:
+    """Union length of device intervals per key, final up to a watermark, open intervals kept."""
+
+    total: dict[int, int] = field(default_factory=dict)
+    open: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    def add(self, key: np.ndarray, start: np.ndarray, end: np.ndarray, watermark: int) -> None:
+        if len(key) == 0:
+            return
+        codes, keys = dense_codes(key)
+        for k, value in enumerate(keys.tolist()):  # a few: labels x backends
+            part = np.flatnonzero(codes == k) if len(keys) > 1 else slice(None)
+            self._merge(value, start[part], end[part], watermark)
+
+    def _merge(self, key: int, start: np.ndarray, end: np.ndarray, watermark: int) -> None:
+        held = self.open.get(key)
+        if held is not None:
+            start, end = np.concatenate([held[0], start]), np.concatenate([held[1], end])
+        if len(start) == 0:
+            return
+        if len(start) > 1 and not (start[1:] >= start[:-1]).all():
+            order = np.argsort(start, kind="stable")  # nearly in start order already: cheap
+            start, end = start[order], end[order]
+        s, e = start, end
+        reach = np.maximum.accumulate(e)
+        new = np.ones(len(s), dtype=bool)
+        new[1:] = s[1:] > reach[:-1]
+        first = np.flatnonzero(new)
+        seg_s, seg_e = s[first], reach[np.append(first[1:], len(s)) - 1]
+        done = seg_e <= watermark
+        self.total[key] = self.total.get(key, 0) + int((seg_e[done] - seg_s[done]).sum())
+        self.open[key] = (seg_s[~done], seg_e[~done])
+
+    def finish(self) -> dict[int, int]:
+        for key in list(self.open):
+            self._merge(key, *self.open.pop(key), INF)
+        self.open.clear()
+        return self.total
+
+
+@dataclass
+class WorkTotals:
+    """Per group (context, work name): calls, device ns, and where it was first seen; per
+    (label, backend) the union of device time; per span the latest device end."""
+
+    group_ctx: np.ndarray
+    group_name: np.ndarray  # index into ``names``: (kind, name id) pairs
+    calls: np.ndarray
+    total_ns: np.ndarray
+    first_seen: np.ndarray
+    names: list[tuple[int, int]]
+    busy_ns: dict[int, int]  # key: label index * 2 + backend
+    span_end: np.ndarray
+    found: int
+    dropped: int
+
+
+class _Sums:
+    def __init__(self, ctx: Contexts, n_spans: int) -> None:
+        self.ctx_lb = np.array(ctx.ctx_label, np.int64) * 2 + np.array(ctx.ctx_backend, np.int64)
+        self.n_ctx = len(ctx.ctx_label)
+        self.names, self.groups = KeyCodes(), KeyCodes()
+        self.calls = np.zeros(0, np.int64)
+        self.total = np.zeros(0, np.float64)
+        self.first = np.zeros(0, np.int64)
+        self.busy = _Busy()
+        self.span_end = np.full(n_spans, -1, np.int64)
+        self.found = self.dropped = 0
+
+    def add(self, w: WorkRows, store: CallStore, first_row: int, watermark: int) -> None:
+        known, ctx, span = store.lookup(w.process, w.corr)
+        found = np.flatnonzero(known)
+        self.dropped += len(known) - len(found)
+        self.found += len(found)
+        ctx, span = ctx[found], span[found]
+        end = w.end[found]
+        spanned = span >= 0
+        if spanned.any():
+            np.maximum.at(self.span_end, span[spanned], end[spanned])
+        counted = ctx >= 0
+        rows, ctx = found[counted], ctx[counted]
+        if len(rows) == 0:
+            return
+        start, end = w.start[rows], end[counted]
+        raw = (w.name[rows] + 1) * _KINDS + w.kind[rows]
+        name = self.names.codes(raw, bound=int(raw.max()) + 1)
+        width = len(self.names)
+        uniq, inverse = dedupe(ctx * width + name, self.n_ctx * width)
+        g_ctx, g_name = np.divmod(uniq, width)
+        gids = self.groups.codes_of_distinct((g_ctx << 32) | g_name)
+        self._grow(len(self.groups))
+        self.calls[gids] += np.bincount(inverse, minlength=len(uniq))
+        self.total[gids] += np.bincount(inverse, weights=end - start, minlength=len(uniq))
+        if (self.first[gids] > first_row).any():  # a group not yet seen before this chunk's rows
+            first = np.full(len(uniq), INF, np.int64)
+            np.minimum.at(first, inverse, rows + first_row)
+            self.first[gids] = np.minimum(self.first[gids], first)
+        self.busy.add(self.ctx_lb[ctx], start, end, watermark)
+
+    def _grow(self, n: int) -> None:
+        have = len(self.calls)
+        if n > have:
+            self.calls = np.append(self.calls, np.zeros(n - have, np.int64))
+            self.total = np.append(self.total, np.zeros(n - have, np.float64))
+            self.first = np.append(self.first, np.full(n - have, INF, np.int64))
+
+    def result(self) -> WorkTotals:
+        keys = np.array(self.groups.keys, np.int64)
+        raw = np.array(self.names.keys, np.int64)
+        return WorkTotals(
+            group_ctx=keys >> 32, group_name=keys & 0xFFFFFFFF, calls=self.calls,
+            total_ns=np.rint(self.total).astype(np.int64), first_seen=self.first,
+            names=[(int(r % _KINDS), int(r // _KINDS) - 1) for r in raw.tolist()],
+            busy_ns=self.busy.finish(), span_end=self.span_end, found=self.found, dropped=self.dropped,
+        )
+
+
+def sum_work(streams: Sequence[Iterable[WorkRows]], store: CallStore, ctx: Contexts,
+             chunk_rows: int | None) -> WorkTotals:
+    """Join and sum every work table; ``chunk_rows`` None reads each table as one chunk."""
+    sums = _Sums(ctx, len(ctx.span_label))
+    for rows, first_row, watermark in _in_time_order(streams, chunk_rows):
+        sums.add(rows, store, first_row, watermark)
+    return sums.result()
+
+
+def _in_time_order(streams: Sequence[Iterable[WorkRows]], chunk_rows: int | None) -> Iterator[tuple[WorkRows, int, int]]:
+    """Chunks of all tables, the next from the table furthest behind, with each chunk's first row
+    number (table rank, row) and the watermark: no chunk still to come starts before it."""
+    tables = [iter(rechunk(s, chunk_rows)) for s in streams]
+    heads = [next(t, None) for t in tables]
+    read = [0] * len(tables)
+    swept = -INF
+    while any(h is not None for h in heads):
+        starts = [int(h.start.min()) if h is not None else INF for h in heads]
+        k = int(np.argmin(starts))
+        chunk = heads[k]
+        heads[k] = next(tables[k], None)
+        watermark = min(int(h.start.min()) if h is not None else INF for h in heads)
+        if watermark < swept:  # a chunk starts before intervals already counted as final
+            raise OutOfOrder
+        yield chunk, (k << ROW_BITS) + read[k], watermark
+        read[k] += len(chunk)
+        swept = watermark
