@@ -39,12 +39,17 @@ TRC_ROWS = [
 ]
 
 
+# What the trace counted of copies and memsets (bytes per iteration, memory kinds); kernels: none.
+COPIES = {"memcpy": (16384.0, "pinned->device"), "memset": (4096.0, "device")}
+
+
 def opcalls_frame(scale: float = 1.0, with_trc: bool = True) -> pd.DataFrame:
     rows = DYN_ROWS + (TRC_ROWS if with_trc else [])
     return pd.DataFrame(
         [
             (b, ph, st, op, calls, ms * scale, ms * scale * NUM_ITERS, NUM_ITERS, kn, cat,
-             format_iteration_ms(np.array([[ms * scale * f for f in ITER_SHAPE]]))[0])
+             format_iteration_ms(np.array([[ms * scale * f for f in ITER_SHAPE]]))[0],
+             *COPIES.get(cat, (np.nan, "")))
             for b, ph, st, op, calls, ms, kn, cat in rows
         ],
         columns=list(OPCALLS_COLUMNS),

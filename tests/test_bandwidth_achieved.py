@@ -172,7 +172,7 @@ def test_copies_and_memsets_take_their_bytes_from_the_trace_and_the_peak_of_thei
         ("dyn", "forward", "dynamicemb_prefetch/op:storage_insert", "memcpy DtoH", 1.0),
         ("dyn", "forward", "dynamicemb_prefetch/op:storage_insert", "memset", 0.5),
         ("dyn", "forward", "DynamicEmbeddingFunction.forward", "gather_embedding", 0.5),
-    ]).assign(bytes_per_iter=[40e6, 10e6, 1e6, np.nan],
+    ]).assign(copy_bytes_per_iter=[40e6, 10e6, 1e6, np.nan],
               memory_kinds=["pageable->device", "device->pageable;device->pinned", "device", ""])
     copies = {"pageable->device": 25.0, "pinned->device": 55.0}
     frame, _ = achieved_bandwidth(ops, RECORD, TABLE, 4000.0, copies)
@@ -183,5 +183,5 @@ def test_copies_and_memsets_take_their_bytes_from_the_trace_and_the_peak_of_thei
     assert frame["achieved_gbps"].iloc[1] == pytest.approx(10.0) and np.isnan(frame["pct_of_peak"].iloc[1])
     assert frame["pct_of_peak"].iloc[2] == pytest.approx(2.0 / 4000.0 * 100)  # a memset against the device
     assert frame["bytes_per_iter"].iloc[3] == pytest.approx(GATHER_BYTES)  # formulas still rule kernels
-    older, _ = achieved_bandwidth(ops.drop(columns=["bytes_per_iter", "memory_kinds"]), RECORD, TABLE, 4000.0)
+    older, _ = achieved_bandwidth(ops.drop(columns=["copy_bytes_per_iter", "memory_kinds"]), RECORD, TABLE, 4000.0)
     assert older["bytes_per_iter"].iloc[:3].isna().all()

@@ -182,6 +182,15 @@ def test_the_smoke_runs_report_draws_offline_and_holds_its_layout(tiny_run: tupl
         assert (index.parent / unquote(unescape(href))).is_file(), href
     for label in GOOD_LABELS:
         assert f"../traces/{label}.kineto.json.gz".replace("=", "%3D") in html
+        # the sidecar splits the profiled step: busy, idle between its work, host only
+        busy = json.loads((workdir / "results" / "opcalls" / f"opcalls__{label}.busy.json").read_text())
+        for backend, ms in busy["busy_ms_per_iter"].items():
+            idle = busy["idle_ms_per_iter"][backend]
+            assert 0 <= idle and ms + idle <= busy["range_ms_per_iter"][backend] * (1 + 1e-9)
+            assert busy["top_kernels"][backend][0]["ms_per_iter"] > 0
+    budget = html[html.index('<section id="budget">'):]
+    assert "idle in range ms" in budget[: budget.index("</section>")]
+    assert html.count("<h4>Top kernels</h4>") == len(GOOD_LABELS)
 
 
 @pytest.mark.slow

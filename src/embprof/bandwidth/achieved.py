@@ -14,14 +14,15 @@ from embprof.errors import ConfigError, ContractError
 from embprof.results.bandwidth import COLUMNS
 
 OPCALLS_NEEDED = ("backend", "phase", "parent_stages", "op", "avg_ms_per_iter")
+TRACED_BYTES = "copy_bytes_per_iter"  # the per-op CSV's bytes of copies and memsets
 MEMSET_KIND = "device"  # a memset's memory kind as the per-op CSV names it (it writes device memory)
 
 
 def _traced_bytes(opcalls: pd.DataFrame, unmatched: np.ndarray) -> np.ndarray:
     """Rows with bytes the trace counted (copies and memsets) and no rule of the table."""
-    if "bytes_per_iter" not in opcalls.columns:  # a per-op CSV from before issue 19
+    if TRACED_BYTES not in opcalls.columns:  # a per-op CSV from before issue 19
         return np.zeros(len(opcalls), bool)
-    counted = pd.to_numeric(opcalls["bytes_per_iter"], errors="coerce").to_numpy(dtype=float)
+    counted = pd.to_numeric(opcalls[TRACED_BYTES], errors="coerce").to_numpy(dtype=float)
     return unmatched & ~np.isnan(counted)
 
 
@@ -55,7 +56,7 @@ def achieved_bandwidth(
     every row keeps its formula but no bytes.
 
     Copies and memsets need no formula: the trace counted their bytes (the per-op CSV's
-    ``bytes_per_iter`` and ``memory_kinds``, since issue 19). A copy's % is of the peak of its
+    ``copy_bytes_per_iter`` and ``memory_kinds``, since issue 19). A copy's % is of the peak of its
     kind of copy (``copy_gbps``, from the peak file; none where it has no such peak or the row
     holds copies of several kinds), a memset's of the device's peak (it writes its bytes).
     """
@@ -111,7 +112,7 @@ def achieved_bandwidth(
     traced = _traced_bytes(opcalls, rule_of < 0)
     if traced.any():
         kinds = opcalls["memory_kinds"].fillna("").astype(str).to_numpy()
-        counted = opcalls["bytes_per_iter"].to_numpy(dtype=float)
+        counted = pd.to_numeric(opcalls[TRACED_BYTES], errors="coerce").to_numpy(dtype=float)
         bytes_per_iter[traced] = counted[traced]
         gbps[traced] = np.where(ms[traced] > 0, counted[traced] / np.where(ms[traced] > 0, ms[traced], 1.0) / 1e6, np.nan)
         against = np.array([_copy_peak(k, copy_gbps or {}, peak_gbps) for k in kinds[traced]])

@@ -52,6 +52,12 @@ fmt_p = _formatter("{:.2g}")  # a p-value
 fmt_us = _formatter("{:,.1f}")  # microseconds
 
 
+def fmt_mb(value: Any) -> str:
+    """Bytes as MB (10^6), the missing mark for none."""
+    number = as_number(value)
+    return MISSING if math.isnan(number) else f"{number / 1e6:,.3f}"
+
+
 def fmt_calls(value: Any) -> str:
     number = as_number(value)
     if math.isnan(number):

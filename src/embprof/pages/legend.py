@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from embprof.pages.cells import Column, fmt_calls, fmt_gbps, fmt_ms, fmt_pct
+from embprof.pages.cells import Column, fmt_calls, fmt_gbps, fmt_mb, fmt_ms, fmt_pct
 from embprof.plots.sunburst import assign_letter_codes, backends_present, legend_table
 from embprof.results.busy import BusyTime
 
@@ -34,11 +34,10 @@ LEGEND_BANDWIDTH_VIEW = (
 )
 
 
-# Columns from the trace that the breakdown writes since issue 19 (launches and host time per op,
-# copies' memory kinds), shown after calls/iter where the per-op CSV has them.
+# Columns from the trace that the breakdown writes since issue 19 (what copies and memsets moved),
+# shown after calls/iter where the per-op CSV has them.
 TRACE_VIEW = (
-    Column("launches_per_iter", "launches/iter", fmt_calls, True),
-    Column("cpu_ms_per_iter", "CPU ms/iter", fmt_ms, True),
+    Column("copy_bytes_per_iter", "MB/iter", fmt_mb, True),
     Column("memory_kinds", "memory", shorten=NAME_CHARS),
 )
 

@@ -2,6 +2,9 @@
 
 ``ms_by_iter`` holds a row's ms in each profiled iteration, ``;``-joined; CSVs
 written before it existed read with it empty (no samples to test a change on).
+``copy_bytes_per_iter`` and ``memory_kinds`` (since issue 19) hold what a row of
+copies or memsets moved, from the trace; empty for kernels, and in older CSVs
+(read with them empty: unknown).
 """
 
 from __future__ import annotations
@@ -21,10 +24,14 @@ if TYPE_CHECKING:
 COLUMNS = (
     "backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter",
     "total_ms", "num_iters", "kernel_names", "fallback_category", "ms_by_iter",
+    "copy_bytes_per_iter", "memory_kinds",
 )
 TEXT_COLUMNS = (
     "backend", "phase", "parent_stages", "op", "kernel_names", "fallback_category", "ms_by_iter",
+    "memory_kinds",
 )
+# Numbers that may be empty (NaN): a kernel's row moves no bytes the trace counts.
+OPTIONAL_NUMBER_COLUMNS = ("copy_bytes_per_iter",)
 NUMBER_COLUMNS = ("calls_per_iter", "avg_ms_per_iter", "total_ms", "num_iters")
 SAMPLE_SEPARATOR = ";"
 
@@ -68,6 +75,8 @@ def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise ContractError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
     if "ms_by_iter" not in frame.columns:  # written before per-iteration samples
         frame["ms_by_iter"] = ""
+    if "memory_kinds" not in frame.columns:  # written before the trace's copy bytes (issue 19)
+        frame = frame.assign(copy_bytes_per_iter=np.nan, memory_kinds="")
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ContractError(f"{path}: missing column(s) {', '.join(missing)}")
@@ -79,6 +88,18 @@ def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:
             line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
             raise ContractError(
                 f"{path}: line {line}: {column} must be a finite number >= 0, "
+                f"got {frame[column].iloc[line - 2]!r}"
+            )
+        frame[column] = values
+    for column in OPTIONAL_NUMBER_COLUMNS:
+        raw = frame[column]
+        text = raw.astype(object).where(raw.notna(), "").astype(str).str.strip()
+        values = pd.to_numeric(text.where(text != "", np.nan), errors="coerce").astype(float)
+        bad = (text != "") & (~np.isfinite(values) | (values < 0))
+        if bad.any():
+            line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
+            raise ContractError(
+                f"{path}: line {line}: {column} must be empty or a finite number >= 0, "
                 f"got {frame[column].iloc[line - 2]!r}"
             )
         frame[column] = values
