@@ -81,34 +81,28 @@ def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:
     if missing:
         raise ContractError(f"{path}: missing column(s) {', '.join(missing)}")
     frame = frame[list(COLUMNS)].copy()
-    for column in NUMBER_COLUMNS:
-        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
-        bad = ~np.isfinite(values) | (values < 0)
-        if bad.any():
-            line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-            raise ContractError(
-                f"{path}: line {line}: {column} must be a finite number >= 0, "
-                f"got {frame[column].iloc[line - 2]!r}"
-            )
-        frame[column] = values
-    for column in OPTIONAL_NUMBER_COLUMNS:
-        raw = frame[column]
-        text = raw.astype(object).where(raw.notna(), "").astype(str).str.strip()
-        values = pd.to_numeric(text.where(text != "", np.nan), errors="coerce").astype(float)
-        bad = (text != "") & (~np.isfinite(values) | (values < 0))
-        if bad.any():
-            line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-            raise ContractError(
-                f"{path}: line {line}: {column} must be empty or a finite number >= 0, "
-                f"got {frame[column].iloc[line - 2]!r}"
-            )
-        frame[column] = values
+    for column in (*NUMBER_COLUMNS, *OPTIONAL_NUMBER_COLUMNS):
+        frame[column] = _numbers(path, frame[column], optional=column in OPTIONAL_NUMBER_COLUMNS)
     empty_key = (frame["backend"] == "") | (frame["phase"] == "") | (frame["op"] == "")
     if empty_key.any():
         line = int(np.flatnonzero(empty_key.to_numpy())[0]) + 2
         raise ContractError(f"{path}: line {line}: backend, phase and op must not be empty")
     _check_samples(path, frame)
     return frame
+
+
+def _numbers(path: str | os.PathLike[str], column: pd.Series, optional: bool) -> pd.Series:
+    """A column as finite floats >= 0; ``optional``: an empty cell is NaN (unknown), not an error."""
+    import pandas as pd
+
+    text = column.astype(object).where(column.notna(), "").astype(str).str.strip()
+    values = pd.to_numeric(text.where(text != "", np.nan), errors="coerce").astype(float)
+    bad = (~np.isfinite(values) | (values < 0)) & ((text != "") if optional else True)
+    if bad.any():
+        line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
+        what = "empty or a finite number >= 0" if optional else "a finite number >= 0"
+        raise ContractError(f"{path}: line {line}: {column.name} must be {what}, got {column.iloc[line - 2]!r}")
+    return values
 
 
 def _check_samples(path: str | os.PathLike[str], frame: pd.DataFrame) -> None:
