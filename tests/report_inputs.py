@@ -49,7 +49,7 @@ def opcalls_frame(scale: float = 1.0, with_trc: bool = True) -> pd.DataFrame:
         [
             (b, ph, st, op, calls, ms * scale, ms * scale * NUM_ITERS, NUM_ITERS, kn, cat,
              format_iteration_ms(np.array([[ms * scale * f for f in ITER_SHAPE]]))[0],
-             *COPIES.get(cat, (np.nan, "")))
+             *COPIES.get(cat, (np.nan, "")), 1.5 * ms * scale if not cat else np.nan)
             for b, ph, st, op, calls, ms, kn, cat in rows
         ],
         columns=list(OPCALLS_COLUMNS),

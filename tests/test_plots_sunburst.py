@@ -74,9 +74,11 @@ def test_rings_go_backend_phase_stages_op_and_parents_sum_their_children():
 
 def test_stage_and_op_of_one_name_stay_apart_and_duplicate_rows_add_up():
     rows = [
-        ("dyn", "forward", "", "x", 1, 0.5, 0.5, 1, "k", "", "0.5", float("nan"), ""),
-        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", "0.25", 100.0, "pinned->device"),
-        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", "0.25", 50.0, "pageable->device"),
+        ("dyn", "forward", "", "x", 1, 0.5, 0.5, 1, "k", "", "0.5", float("nan"), "", 0.7),
+        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", "0.25", 100.0, "pinned->device",
+         float("nan")),
+        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", "0.25", 50.0, "pageable->device",
+         float("nan")),
     ]
     frame = pd.DataFrame(rows, columns=COLUMNS)
     nodes = sunburst_nodes(frame, assign_letter_codes(frame), "dyn")
@@ -114,9 +116,9 @@ def test_legend_table_is_sorted_by_time_with_shares_of_the_iteration():
     frame = opcalls_frame()
     codes = assign_letter_codes(frame)
     table = legend_table(frame, codes, "dyn")
-    assert list(table.columns) == ["code", "phase", "stage", "op", "calls_per_iter", "copy_bytes_per_iter",
-                                   "memory_kinds", "ms_per_iter", "pct_of_iter"]
-    older = legend_table(frame.drop(columns=["copy_bytes_per_iter", "memory_kinds"]), codes, "dyn")
+    assert list(table.columns) == ["code", "phase", "stage", "op", "calls_per_iter", "cpu_ms_per_iter",
+                                   "copy_bytes_per_iter", "memory_kinds", "ms_per_iter", "pct_of_iter"]
+    older = legend_table(frame.drop(columns=["copy_bytes_per_iter", "memory_kinds", "cpu_ms_per_iter"]), codes, "dyn")
     assert "memory_kinds" not in older.columns  # a per-op CSV from before issue 19 carries none
     assert table["ms_per_iter"].is_monotonic_decreasing
     assert table["pct_of_iter"].sum() == pytest.approx(100.0)

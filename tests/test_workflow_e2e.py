@@ -188,6 +188,10 @@ def test_the_smoke_runs_report_draws_offline_and_holds_its_layout(tiny_run: tupl
             idle = busy["idle_ms_per_iter"][backend]
             assert 0 <= idle and ms + idle <= busy["range_ms_per_iter"][backend] * (1 + 1e-9)
             assert busy["top_kernels"][backend][0]["ms_per_iter"] > 0
+        # each op's own host time beside its device time; none for work under no op
+        rows = pd.read_csv(workdir / "results" / "opcalls" / f"opcalls__{label}.csv")
+        under_op = rows["fallback_category"].isna()
+        assert (rows.loc[under_op, "cpu_ms_per_iter"] > 0).all() and rows.loc[~under_op, "cpu_ms_per_iter"].isna().all()
     budget = html[html.index('<section id="budget">'):]
     assert "idle in range ms" in budget[: budget.index("</section>")]
     assert html.count("<h4>Top kernels</h4>") == len(GOOD_LABELS)

@@ -34,9 +34,11 @@ LEGEND_BANDWIDTH_VIEW = (
 )
 
 
-# Columns from the trace that the breakdown writes since issue 19 (what copies and memsets moved),
+# Columns from the trace that the breakdown writes since issue 19 (an op's host time, what copies and
+# memsets moved),
 # shown after calls/iter where the per-op CSV has them.
 TRACE_VIEW = (
+    Column("cpu_ms_per_iter", "CPU ms/iter", fmt_ms, True),
     Column("copy_bytes_per_iter", "MB/iter", fmt_mb, True),
     Column("memory_kinds", "memory", shorten=NAME_CHARS),
 )

@@ -62,7 +62,7 @@ def _phase_rank(phase: str) -> tuple[int, str]:
 
 # Per-op CSV columns from the trace (since issue 19) that legend tables carry where a CSV has them:
 # numbers that add up over duplicated keys (NaN where no row has one), and the copies' memory kinds.
-TRACE_NUMBERS = ("copy_bytes_per_iter",)
+TRACE_NUMBERS = ("cpu_ms_per_iter", "copy_bytes_per_iter")
 MEMORY_KINDS = "memory_kinds"
 
 

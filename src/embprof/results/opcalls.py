@@ -3,8 +3,9 @@
 ``ms_by_iter`` holds a row's ms in each profiled iteration, ``;``-joined; CSVs
 written before it existed read with it empty (no samples to test a change on).
 ``copy_bytes_per_iter`` and ``memory_kinds`` (since issue 19) hold what a row of
-copies or memsets moved, from the trace; empty for kernels, and in older CSVs
-(read with them empty: unknown).
+copies or memsets moved, from the trace; empty for kernels; ``cpu_ms_per_iter`` an
+op's own host time (its ranges' durations), empty for work under no op; all
+three empty in older CSVs (read so: unknown).
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ if TYPE_CHECKING:
 COLUMNS = (
     "backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter",
     "total_ms", "num_iters", "kernel_names", "fallback_category", "ms_by_iter",
-    "copy_bytes_per_iter", "memory_kinds",
+    "copy_bytes_per_iter", "memory_kinds", "cpu_ms_per_iter",
 )
 TEXT_COLUMNS = (
     "backend", "phase", "parent_stages", "op", "kernel_names", "fallback_category", "ms_by_iter",
     "memory_kinds",
 )
 # Numbers that may be empty (NaN): a kernel's row moves no bytes the trace counts.
-OPTIONAL_NUMBER_COLUMNS = ("copy_bytes_per_iter",)
+OPTIONAL_NUMBER_COLUMNS = ("copy_bytes_per_iter", "cpu_ms_per_iter")
 NUMBER_COLUMNS = ("calls_per_iter", "avg_ms_per_iter", "total_ms", "num_iters")
 SAMPLE_SEPARATOR = ";"
 
@@ -76,7 +77,7 @@ def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:
     if "ms_by_iter" not in frame.columns:  # written before per-iteration samples
         frame["ms_by_iter"] = ""
     if "memory_kinds" not in frame.columns:  # written before the trace's copy bytes (issue 19)
-        frame = frame.assign(copy_bytes_per_iter=np.nan, memory_kinds="")
+        frame = frame.assign(copy_bytes_per_iter=np.nan, memory_kinds="", cpu_ms_per_iter=np.nan)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ContractError(f"{path}: missing column(s) {', '.join(missing)}")

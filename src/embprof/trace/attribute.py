@@ -48,6 +48,7 @@ class Groups:
     first_seen: list[int]  # order of first appearance in the trace's work tables
     nbytes: list[float]  # bytes its copies or memsets moved (0 for kernels)
     memory_kind: list[str]  # of its copies or memsets (names.memory_kind_name; '' for kernels)
+    cpu_ns: list[int]  # the host time of its op ranges, on the first op-range group of each context (else 0)
 
 
 @dataclass
@@ -144,7 +145,21 @@ def _groups(source: TraceSource, ctx: Contexts, work: WorkTotals, labels: list[s
         first_seen=work.first_seen.tolist(),
         nbytes=work.nbytes.tolist(),
         memory_kind=[memory_kind_name(work.names[w][2]) for w in work.group_name.tolist()],
+        cpu_ns=_cpu_ns(ctx, gctx, is_op_range),
     )
+
+
+def _cpu_ns(ctx: Contexts, gctx: np.ndarray, is_op_range: np.ndarray) -> list[int]:
+    """Each context's op-range host time on the first of its op-range groups, so that it is counted
+    once however many kernel names the op launched."""
+    out = np.zeros(len(gctx), np.int64)
+    if not ctx.ctx_cpu_ns:
+        return out.tolist()
+    candidates = np.flatnonzero(is_op_range)
+    _, first = np.unique(gctx[candidates], return_index=True)
+    firsts = candidates[first]
+    out[firsts] = [ctx.ctx_cpu_ns.get(int(c), 0) for c in gctx[firsts].tolist()]
+    return out.tolist()
 
 
 def _path_strings(ctx: Contexts, wanted: np.ndarray) -> dict[int, str]:

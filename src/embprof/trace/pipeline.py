@@ -143,17 +143,19 @@ def _rows(label: str, traces: list[_Trace], before: list[int], num_iters: int, c
             key = (g.backend[i], g.phase[i], g.parent_stages[i], g.op[i], g.is_op_range[i], g.kind[i])
             row = rows.get(key)
             if row is None:
-                row = rows[key] = [0, 0, set(), (trace_no, g.first_seen[i]), len(rows), 0.0, set()]
+                row = rows[key] = [0, 0, set(), (trace_no, g.first_seen[i]), len(rows), 0.0, set(), 0]
             row[0] += g.calls[i]
             row[1] += g.total_ns[i]
             row[2].add(g.kernel_name[i])
             row[5] += g.nbytes[i]
             row[6].add(g.memory_kind[i])
+            row[7] += g.cpu_ns[i]
             row[3] = min(row[3], (trace_no, g.first_seen[i]))
             row_of.append(row[4])
             iteration.append(offset + g.iteration[i])
             ns.append(g.total_ns[i])
     keys = list(rows)
+    timed_ops = any(row[7] for row in rows.values())
     # Each row's time in every profiled iteration (0 where it ran nothing): the samples a
     # comparison of two runs tests per op.
     per_iter = np.zeros((len(keys), num_iters))
@@ -182,6 +184,9 @@ def _rows(label: str, traces: list[_Trace], before: list[int], num_iters: int, c
         # what copies and memsets moved (the trace's byte counts and memory kinds); none for kernels
         "copy_bytes_per_iter": np.array([rows[k][5] / num_iters if k[5] != KIND_KERNEL else np.nan for k in keys]),
         "memory_kinds": np.array([";".join(sorted(rows[k][6] - {""})) for k in keys], dtype=object),
+        # an op's own host time per iteration (its ranges' durations); none for work under no op
+        # (layout any counts no op ranges' time: none at all)
+        "cpu_ms_per_iter": np.array([rows[k][7] / 1e6 / num_iters if k[4] and timed_ops else np.nan for k in keys]),
     }
     return {c: cols[c][order] for c in COLUMNS}
 

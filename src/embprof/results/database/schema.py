@@ -187,6 +187,7 @@ OPCALLS = Table(
      _c("ms_by_iter", str, "ms in each profiled iteration, ;-joined"),
      _c("copy_bytes_per_iter", float, "bytes its copies or memsets moved per iteration (the trace's); null for kernels"),
      _c("memory_kinds", str, "its copies' memory kinds (pinned->device, ...) or a memset's, ;-joined"),
+     _c("cpu_ms_per_iter", float, "the op range's own host time per iteration, ms; null for work under no op"),
      _c("bytes_per_iter", float, "bytes the op must move per iteration (bandwidth table); null without a formula"),
      _c("achieved_gbps", float, "bytes_per_iter over its time, GB/s"),
      _c("pct_of_peak", float, "achieved_gbps as % of the run's peak_gbps"),
