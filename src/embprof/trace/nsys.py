@@ -53,7 +53,7 @@ WORK_TABLES = ((KERNEL, KIND_KERNEL, "shortName"), (MEMCPY, KIND_MEMCPY, "copyKi
 # Per work table, what it moved: bytes, then source and destination memory kind (a memset has a
 # destination only): a column, or a constant for tables without one (kernels move no bytes here).
 WORK_MEMORY = {
-    KERNEL: (("bytes", None), ("srcKind", None), ("dstKind", None)),
+    KERNEL: (),  # kernels move no bytes the trace counts: nothing more to read
     MEMCPY: (("bytes", 0), ("srcKind", 7), ("dstKind", 7)),
     MEMSET: (("bytes", 0), ("srcKind", None), ("memKind", 7)),
 }
@@ -263,11 +263,14 @@ class NsysSource:
                 start, end = int_column(batch, 0), int_column(batch, 1)
                 if _faulty(start, end, None):  # every work table counted: the faults of them all
                     raise self._refuse(self._work_intervals(), WORK_FAULTS, None)
-                mem = (np.zeros(batch.num_rows, np.int64) if kind == KIND_KERNEL
-                       else memory_kind_code(int_column(batch, 6), int_column(batch, 7), memset=kind == KIND_MEMSET))
+                if kind == KIND_KERNEL:
+                    nbytes = mem = np.zeros(batch.num_rows, np.int64)
+                else:
+                    nbytes = int_column(batch, 5)
+                    mem = memory_kind_code(int_column(batch, 6), int_column(batch, 7), memset=kind == KIND_MEMSET)
                 yield WorkRows(process=int_column(batch, 3), corr=int_column(batch, 2), start=start, end=end,
                                kind=np.full(batch.num_rows, kind, np.int8), name=int_column(batch, 4),
-                               nbytes=int_column(batch, 5), mem=mem)
+                               nbytes=nbytes, mem=mem)
 
     def _work_intervals(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for sql, _, table, columns in self._work_sql:
