@@ -162,3 +162,26 @@ def test_a_formula_that_divides_by_zero_gives_a_note_not_a_crash(tmp_path: Path)
     assert any(
         n.startswith("segmented_unique: no bytes,") and "division by zero" in n for n in notes
     )
+
+
+def test_copies_and_memsets_take_their_bytes_from_the_trace_and_the_peak_of_their_kind() -> None:
+    """Bytes counted by the breakdown (per-op CSV since issue 19), rated against the copy peak of
+    their kind; several kinds in one row name no one peak; an older CSV has no such rows."""
+    ops = _opcalls([
+        ("dyn", "forward", "dynamicemb_prefetch/op:storage_find", "memcpy HtoD", 2.0),
+        ("dyn", "forward", "dynamicemb_prefetch/op:storage_insert", "memcpy DtoH", 1.0),
+        ("dyn", "forward", "dynamicemb_prefetch/op:storage_insert", "memset", 0.5),
+        ("dyn", "forward", "DynamicEmbeddingFunction.forward", "gather_embedding", 0.5),
+    ]).assign(copy_bytes_per_iter=[40e6, 10e6, 1e6, np.nan],
+              memory_kinds=["pageable->device", "device->pageable;device->pinned", "device", ""])
+    copies = {"pageable->device": 25.0, "pinned->device": 55.0}
+    frame, _ = achieved_bandwidth(ops, RECORD, TABLE, 4000.0, copies)
+    assert frame["bytes_per_iter"].iloc[0] == 40e6
+    assert frame["achieved_gbps"].iloc[0] == pytest.approx(40e6 / 2.0 / 1e6)  # 20 GB/s
+    assert frame["pct_of_peak"].iloc[0] == pytest.approx(20.0 / 25.0 * 100)
+    assert "pageable->device copy peak" in frame["formula"].iloc[0]
+    assert frame["achieved_gbps"].iloc[1] == pytest.approx(10.0) and np.isnan(frame["pct_of_peak"].iloc[1])
+    assert frame["pct_of_peak"].iloc[2] == pytest.approx(2.0 / 4000.0 * 100)  # a memset against the device
+    assert frame["bytes_per_iter"].iloc[3] == pytest.approx(GATHER_BYTES)  # formulas still rule kernels
+    older, _ = achieved_bandwidth(ops.drop(columns=["copy_bytes_per_iter", "memory_kinds"]), RECORD, TABLE, 4000.0)
+    assert older["bytes_per_iter"].iloc[:3].isna().all()

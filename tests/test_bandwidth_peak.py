@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -30,8 +31,17 @@ def test_round_trip_and_malformed_files(tmp_path: Path) -> None:
     peak = measure_peak("cpu", nbytes=4 << 20, repeats=1)
     path = tmp_path / "sub" / "peak_bandwidth.json"
     write_peak(peak, path)
-    assert set(json.loads(path.read_text())) == set(FIELDS)
-    assert read_peak(path) == peak
+    assert set(json.loads(path.read_text())) == {*FIELDS, "copy_gbps"}
+    assert read_peak(path) == peak and peak.copy_gbps == {}  # no device copies on the CPU
+    # A GPU's copy peaks round-trip; a file from before them reads with none.
+    gpu = replace(peak, device="cuda:0", copy_gbps={"pinned->device": 55.1, "device->device": 2100.0})
+    write_peak(gpu, path)
+    assert read_peak(path) == gpu
+    path.write_text(json.dumps({k: v for k, v in json.loads(path.read_text()).items() if k != "copy_gbps"}))
+    assert read_peak(path).copy_gbps == {}
+    path.write_text(json.dumps(asdict(gpu) | {"copy_gbps": {"pinned->nowhere": 1.0}}))
+    with pytest.raises(ContractError, match="copy_gbps"):
+        read_peak(path)
     path.write_text(json.dumps({"device": "cpu"}))
     with pytest.raises(ContractError, match="needs the fields"):
         read_peak(path)

@@ -49,10 +49,11 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_report(report_inputs(root))
 
 
-def _tables(html: str, article_id: str) -> list[str]:
-    article = re.search(rf'<article id="{article_id}">(.*?)</article>', html, re.S)
-    assert article, article_id
-    return re.findall(r"<table.*?</table>", article.group(1), re.S)
+def _tables(html: str, section_id: str) -> list[str]:
+    """The legend tables of a config's section."""
+    section = re.search(rf'<details class="config" id="{section_id}">(.*?)</details>', html, re.S)
+    assert section, section_id
+    return re.findall(r'<table class="legend">.*?</table>', section.group(1), re.S)
 
 
 def test_every_legend_table_has_gbps_and_pct_of_peak(report: Path) -> None:
@@ -72,8 +73,9 @@ def test_every_legend_table_has_gbps_and_pct_of_peak(report: Path) -> None:
                 headers.index("op"),
             )
             rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]
-            cells = [
-                [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)] for row in rows
+            cells = [  # the text of each cell, without its line-break opportunities
+                [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+                for row in rows
             ]
             by_op = {c[op_at]: (c[gbps_at], c[pct_at]) for c in cells}
             if "gather_embedding" in by_op:  # a formula: numbers

@@ -480,3 +480,55 @@ def test_sidecar_has_backend_time_until_its_device_work_is_done(tmp_path, device
     assert result.busy_info()["range_rule"] == "until-device-done"
     assert (until_done_ns > host_ns + device_lag_ns) if device_lag_ns else (until_done_ns >= host_ns)
     assert result.range_ms_per_iter["trc"] > result.busy_ms_per_iter["trc"]
+
+
+MEMORY_KINDS_SQL = ("pageable", "pinned", "device", "array", "managed", "device static", "managed static", "unknown")
+
+
+@pytest.mark.parametrize("path", [H200, H100X2], ids=["h200-nsys2025.3", "h100x2-nsys2026.2"])
+def test_copy_bytes_and_memory_kinds_are_the_exports(path: Path) -> None:
+    """Per memory kind, the bytes the per-op rows of copies and memsets hold are those of the
+    export's memcpy and memset tables whose calls the trace has (a work item without its runtime
+    call is counted nowhere)."""
+    (result,) = run_breakdown([path], layout="any").values()
+    rows = result.rows
+    conn = sqlite3.connect(path)
+    launched = """JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = w.correlationId
+                  AND r.globalTid / 16777216 = w.globalPid / 16777216"""
+    want: dict[str, float] = {}
+    for src, dst, nbytes in conn.execute(
+        f"SELECT w.srcKind, w.dstKind, sum(w.bytes) FROM CUPTI_ACTIVITY_KIND_MEMCPY w {launched} GROUP BY 1, 2"
+    ):
+        want[f"{MEMORY_KINDS_SQL[src]}->{MEMORY_KINDS_SQL[dst]}"] = float(nbytes)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+    if "CUPTI_ACTIVITY_KIND_MEMSET" in tables:
+        for kind, nbytes in conn.execute(
+            f"SELECT w.memKind, sum(w.bytes) FROM CUPTI_ACTIVITY_KIND_MEMSET w {launched} GROUP BY 1"
+        ):
+            want[MEMORY_KINDS_SQL[kind]] = want.get(MEMORY_KINDS_SQL[kind], 0.0) + float(nbytes)
+    copies = rows[rows["copy_bytes_per_iter"].notna()]
+    got = (copies["copy_bytes_per_iter"] * result.num_iters).groupby(copies["memory_kinds"]).sum().to_dict()
+    assert got == pytest.approx(want)
+    kernels = rows[~rows["op"].str.startswith(("memcpy", "memset"))]
+    assert kernels["copy_bytes_per_iter"].isna().all() and (kernels["memory_kinds"] == "").all()
+    # the sidecar's top kernels: the costliest names first, a name's time never more than the rows'
+    (top,) = result.top_kernels.values()
+    assert 0 < len(top) <= 10
+    assert [t["ms_per_iter"] for t in top] == sorted((t["ms_per_iter"] for t in top), reverse=True)
+    assert sum(t["ms_per_iter"] for t in top) <= rows["avg_ms_per_iter"].sum() * (1 + 1e-9)
+    for t in top:
+        holding = rows[rows["kernel_names"].str.split(";").map(lambda names, n=t["kernel"]: n in names)]
+        assert t["ms_per_iter"] <= holding["avg_ms_per_iter"].sum() * (1 + 1e-9)
+        assert t["mean_us"] == pytest.approx(t["ms_per_iter"] * 1e3 / t["calls_per_iter"])
+
+
+def test_kineto_copies_carry_their_bytes_and_kinds() -> None:
+    (result,) = run_breakdown([HTA], layout="any").values()
+    rows = result.rows
+    events = [e for e in json.loads(gzip.open(HTA).read())["traceEvents"]
+              if e.get("ph") == "X" and e.get("cat") in ("gpu_memcpy", "gpu_memset")]
+    copies = rows[rows["copy_bytes_per_iter"].notna()]
+    got = (copies["copy_bytes_per_iter"] * result.num_iters).groupby(copies["memory_kinds"]).sum()
+    assert set(got.index) == {"pinned->device", "device->pageable", "device->device", "device"}
+    assert got.sum() <= sum(e["args"]["bytes"] for e in events)  # all but copies whose launch the trace lacks
+    assert got["pinned->device"] > 0

@@ -74,15 +74,21 @@ def test_rings_go_backend_phase_stages_op_and_parents_sum_their_children():
 
 def test_stage_and_op_of_one_name_stay_apart_and_duplicate_rows_add_up():
     rows = [
-        ("dyn", "forward", "", "x", 1, 0.5, 0.5, 1, "k", "", "0.5"),
-        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "k", "", "0.25"),
-        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "k", "", "0.25"),
+        ("dyn", "forward", "", "x", 1, 0.5, 0.5, 1, "k", "", "0.5", float("nan"), "", 0.7),
+        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", "0.25", 100.0, "pinned->device",
+         float("nan")),
+        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", "0.25", 50.0, "pageable->device",
+         float("nan")),
     ]
     frame = pd.DataFrame(rows, columns=COLUMNS)
     nodes = sunburst_nodes(frame, assign_letter_codes(frame), "dyn")
     values = dict(zip(nodes.ids, nodes.values, strict=True))
     assert values["dyn|phase:forward|op:x"] == 0.5
     assert values["dyn|phase:forward|stage:x"] == 0.5
+    legend = legend_table(frame, assign_letter_codes(frame), "dyn").set_index("op")
+    assert legend.loc["y", "copy_bytes_per_iter"] == 150.0  # what the copies moved adds up too
+    assert legend.loc["y", "memory_kinds"] == "pageable->device;pinned->device"
+    assert math.isnan(legend.loc["x", "copy_bytes_per_iter"])
     assert values["dyn|phase:forward|stage:x|op:y"] == 0.5
     assert values["dyn"] == 1.0
 
@@ -110,7 +116,10 @@ def test_legend_table_is_sorted_by_time_with_shares_of_the_iteration():
     frame = opcalls_frame()
     codes = assign_letter_codes(frame)
     table = legend_table(frame, codes, "dyn")
-    assert list(table.columns) == ["code", "phase", "stage", "op", "calls_per_iter", "ms_per_iter", "pct_of_iter"]
+    assert list(table.columns) == ["code", "phase", "stage", "op", "calls_per_iter", "cpu_ms_per_iter",
+                                   "copy_bytes_per_iter", "memory_kinds", "ms_per_iter", "pct_of_iter"]
+    older = legend_table(frame.drop(columns=["copy_bytes_per_iter", "memory_kinds", "cpu_ms_per_iter"]), codes, "dyn")
+    assert "memory_kinds" not in older.columns  # a per-op CSV from before issue 19 carries none
     assert table["ms_per_iter"].is_monotonic_decreasing
     assert table["pct_of_iter"].sum() == pytest.approx(100.0)
     assert table.iloc[0][["code", "op", "stage"]].tolist() == ["A", "reduce_grads", "DynamicEmbeddingFunction.backward"]

@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from pathlib import Path
 
 import pytest
-from browser_check import open_page
+from browser_check import PageCheck, open_page, screenshots
 from report_inputs import LABELS, opcalls_frame, record, report_inputs, write_results
 
 from embprof.pages.html import figure_page, legend_items
 from embprof.pages.legend import config_legends
 from embprof.plots.export import find_browser
-from embprof.plots.figures import figure_div
+from embprof.plots.figures import dom_id, figure_div
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure
-from embprof.report.build import build_report
+from embprof.report.build import ReportInputs, build_report
+from embprof.results.layout import ResultsLayout
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
+H200 = Path(__file__).resolve().parents[1] / "examples" / "h200"
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +37,14 @@ def report(tmp_path_factory) -> Path:
     return copied / "index.html"
 
 
+def assert_layout_holds(check: PageCheck) -> None:
+    """At a 1400 px window with every section open: no table wider than its box, no figure
+    drawn wider than its box, no column squeezed to a few characters."""
+    assert check.wide_tables == [], check.wide_tables
+    assert check.wide_figures == [], check.wide_figures
+    assert check.squeezed == [], check.squeezed
+
+
 def test_report_draws_every_figure_offline_without_console_errors(report, tmp_path):
     screenshot = tmp_path / "report.png"
     check = asyncio.run(open_page(report, screenshot))
@@ -43,12 +54,54 @@ def test_report_draws_every_figure_offline_without_console_errors(report, tmp_pa
         url for url in check.requests if url.startswith(("http:", "https:", "ws:", "wss:"))
     ] == []
     names = [name for name, _, _ in check.figures]
-    # the latency plot and a sunburst per backend of each config with a breakdown: dyn and trc,
-    # dyn alone where TBE cannot run (adam), none for the failed config
-    assert len(names) == 1 + 2 * (len(LABELS) - 2) + 1 == len(set(names))
+    # the latency plot, the step budget, and per config with a breakdown a sunburst per backend
+    # (dyn and trc; dyn alone where TBE cannot run: adam) and the paired dyn-against-TBE chart where
+    # both ran; none for the failed config
+    with_trc = len(LABELS) - 2
+    assert len(names) == 2 + 2 * with_trc + 1 + with_trc == len(set(names))
+    assert {"latency-plot", "budget-plot"} <= set(names)
     assert all(svgs >= 1 and plots == 1 for _, svgs, plots in check.figures), check.figures
+    assert_layout_holds(check)
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert screenshot.stat().st_size > 50_000
+
+
+def test_the_h200_examples_report_holds_its_layout_at_1400_px(tmp_path):
+    """The H200 example's committed files as they are (per-op CSVs and sidecars from before issue
+    19, no status/): every figure drawn offline, the finding on the page, no table too wide."""
+    find_browser()
+    index = build_report(ReportInputs(ResultsLayout(H200), tmp_path / "report"))
+    html = index.read_text()
+    cfr1 = "T10_totalB1048570_D128_adam_caching_pool=none_cap=1638K_cfr=1.0"
+    budget = html[html.index('<section id="budget">'):]
+    row = next(r for r in re.findall(r"<tr>(.*?)</tr>", budget[: budget.index("</section>")], re.S)
+               if cfr1 in r and ">dyn<" in r)
+    # 75.1 ms per step with the GPU busy 26.7 ms (the sidecar and the record; CHECKS.md agrees)
+    assert ">75.122<" in row and ">26.677<" in row and ">105.657<" in row
+    assert "lru_cache_insert_kernel" in html and "[embedding]" in html
+
+    check = asyncio.run(open_page(index, shot := screenshots(tmp_path) / "report_h200.png", max_height=2400))
+    assert check.errors == []
+    assert [url for url in check.requests if url.startswith(("http:", "https:"))] == []
+    names = {name for name, _, _ in check.figures}
+    configs = 10
+    assert len(check.figures) == 3 + 2 * configs + configs == len(names)  # latency, budget, bandwidth
+    assert {"latency-plot", "budget-plot", "bandwidth-plot"} <= names
+    assert all(svgs >= 1 and plots == 1 for _, svgs, plots in check.figures), check.figures
+    assert_layout_holds(check)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sections_start_closed_and_a_link_to_one_opens_it(report, tmp_path):
+    """Collapsed, the page is short; the contents' link to a config opens its section."""
+    find_browser()
+    closed = asyncio.run(open_page(report, tmp_path / "closed.png", open_all=False))
+    opened = asyncio.run(open_page(report, tmp_path / "open.png"))
+    assert closed.errors == [] and closed.height < opened.height / 2
+    anchor = "#" + dom_id("config", LABELS[0])
+    assert f'href="{anchor}"' in report.read_text()
+    linked = asyncio.run(open_page(report, tmp_path / "linked.png", open_all=False, fragment=anchor))
+    assert linked.open_sections == [dom_id("config", LABELS[0])]
 
 
 def test_standalone_sunburst_and_latency_pages_draw(tmp_path):

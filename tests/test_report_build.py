@@ -7,6 +7,7 @@ import re
 import shutil
 from html import unescape
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 from report_inputs import FAILED_TAIL, LABELS, report_inputs, write_results
@@ -72,9 +73,13 @@ def test_every_section_is_present_and_plotly_js_is_inlined_once(report):
     assert html.count(plotly_js()) == 1
     ours = html.replace(plotly_js(), "")
     assert "<script src" not in ours and "https://" not in ours
-    assert not re.search(
-        r'(href|src)="(/|https?:|\.\./)', ours
-    )  # relative links inside the folder only
+    # Relative links inside the folder only, but for each config's own files of the results folder
+    # (trace, per-op CSV, logs): relative too, and only to files that are there.
+    files = "".join(re.findall(r'<p class="links">(.*?)</p>', ours, re.S))
+    assert not re.search(r'(href|src)="(/|https?:|\.\./)', re.sub(r'<p class="links">.*?</p>', "", ours, flags=re.S))
+    hrefs = re.findall(r'href="([^"]+)"', files)
+    assert hrefs and all((report.parent / unquote(unescape(h))).is_file() for h in hrefs)
+    assert all(not h.startswith(("/", "http")) for h in hrefs)
 
 
 def test_headline_has_every_config_and_dyn_over_trc_ratios(report, results):

@@ -36,7 +36,7 @@ def test_consistency_flags_rows_that_do_not_add_up(tmp_path: Path) -> None:
 
 
 def test_overhead_compares_profiled_wall_time_with_the_timing_run(tmp_path: Path) -> None:
-    root = write_results(tmp_path, failed=None)
+    root = write_results(tmp_path, failed=None, walls=False)
     records = read_results(root / "benchmark_results.json")
     assert overhead(root, records).empty  # sidecars without wall times: nothing to compare
     _with_walls(root, LABELS[0], {"dyn": 2.5, "trc": 1.12})

@@ -15,7 +15,9 @@ import sqlite3
 import subprocess
 import sys
 from collections import Counter
+from html import unescape
 from pathlib import Path
+from urllib.parse import unquote
 
 import pandas as pd
 import pytest
@@ -147,6 +149,52 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
     assert env["device"] == "cpu" and env["profiler"] == "torch" and env["preset"] == "smoke"
     # Progress reached the logs while the benchmark ran (its own output, unbuffered).
     assert "passed" in (results / "logs" / "timing" / f"{GOOD_LABELS[0]}.log").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.browser
+def test_the_smoke_runs_report_draws_offline_and_holds_its_layout(tiny_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """The report a real run wrote, opened in headless Chromium with the network off at a 1400 px
+    window, every section open: no console error, every figure drawn, no table wider than its box;
+    the links to each config's files lead to files of the run."""
+    import asyncio
+
+    from browser_check import open_page, screenshots
+    from test_report_browser import assert_layout_holds
+
+    workdir, _ = tiny_run
+    index = workdir / "results" / "report" / "index.html"
+    check = asyncio.run(open_page(index, shot := screenshots(tmp_path) / "report.png", max_height=2400))
+    assert check.errors == []
+    assert [url for url in check.requests if url.startswith(("http:", "https:"))] == []
+    names = {name for name, _, _ in check.figures}
+    # latency, the step budget, and per good config: two sunbursts and dyn against TBE (the
+    # bandwidth chart only where an op has a bytes formula: on the CPU TBE's have none)
+    assert {"latency-plot", "budget-plot"} <= names and len(names) >= 2 + 3 * len(GOOD_LABELS)
+    assert all(svgs >= 1 and plots == 1 for _, svgs, plots in check.figures), check.figures
+    assert_layout_holds(check)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = index.read_text()
+    hrefs = re.findall(r'<p class="links">(.*?)</p>', html, re.S)
+    assert len(hrefs) == len(GOOD_LABELS) + 1  # the crashed config links its logs and status
+    for href in re.findall(r'href="([^"]+)"', "".join(hrefs)):
+        assert (index.parent / unquote(unescape(href))).is_file(), href
+    for label in GOOD_LABELS:
+        assert f"../traces/{label}.kineto.json.gz".replace("=", "%3D") in html
+        # the sidecar splits the profiled step: busy, idle between its work, host only
+        busy = json.loads((workdir / "results" / "opcalls" / f"opcalls__{label}.busy.json").read_text())
+        for backend, ms in busy["busy_ms_per_iter"].items():
+            idle = busy["idle_ms_per_iter"][backend]
+            assert 0 <= idle and ms + idle <= busy["range_ms_per_iter"][backend] * (1 + 1e-9)
+            assert busy["top_kernels"][backend][0]["ms_per_iter"] > 0
+        # each op's own host time beside its device time; none for work under no op
+        rows = pd.read_csv(workdir / "results" / "opcalls" / f"opcalls__{label}.csv")
+        under_op = rows["fallback_category"].isna()
+        assert (rows.loc[under_op, "cpu_ms_per_iter"] > 0).all() and rows.loc[~under_op, "cpu_ms_per_iter"].isna().all()
+    budget = html[html.index('<section id="budget">'):]
+    assert "idle in range ms" in budget[: budget.index("</section>")]
+    assert html.count("<h4>Top kernels</h4>") == len(GOOD_LABELS)
 
 
 @pytest.mark.slow

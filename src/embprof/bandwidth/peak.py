@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     import torch
 
 DEFAULT_BYTES = {"cuda": 2 << 30, "cpu": 512 << 20}
+# Host <-> device copies are timed on buffers this size (and never larger than the main one).
+COPY_BYTES = 256 << 20
 
 
 class PeakError(EmbprofError):
@@ -76,16 +78,28 @@ def measure_peak(device: str, nbytes: int | None = None, repeats: int = 10) -> P
     moved = 2 * numel * 4
     count = torch.get_num_threads()
     threads = f", {count} thread{'s' if count > 1 else ''}" if kind == "cpu" else ""
+    copies: dict[str, float] = {}
+    method = (
+        f"torch copy_ of a {numel * 4 / 2**20:.0f} MiB buffer on {device}{threads}: "
+        f"bytes read + written over time, best of {repeats} after one warm-up"
+    )
+    if kind == "cuda":
+        copy_numel = min(numel * 4, COPY_BYTES)
+        copies = {"device->device": numel * 4 / min(seconds) / 1e9} | _time_host_copies(
+            device, copy_numel, repeats
+        )
+        method += (
+            f"; copies: bytes copied over time, best of {repeats}, host <-> device on "
+            f"{copy_numel / 2**20:.0f} MiB pinned and pageable buffers"
+        )
     return Peak(
         device=device,
         name=device_name(device),
         peak_gbps=moved / min(seconds) / 1e9,
         source="measured",
-        method=(
-            f"torch copy_ of a {numel * 4 / 2**20:.0f} MiB buffer on {device}{threads}: "
-            f"bytes read + written over time, best of {repeats} after one warm-up"
-        ),
+        method=method,
         date=_now(),
+        copy_gbps=copies,
     )
 
 
@@ -99,11 +113,16 @@ def _time_copies(src: torch.Tensor, dst: torch.Tensor, repeats: int) -> list[flo
     return seconds
 
 
-def _time_copies_cuda(src: torch.Tensor, dst: torch.Tensor, repeats: int) -> list[float]:
+def _time_copies_cuda(
+    src: torch.Tensor, dst: torch.Tensor, repeats: int, non_blocking: bool = False
+) -> list[float]:
+    """Seconds of each of ``repeats`` copies, by CUDA events on the GPU's stream (the GPU side of
+    ``src`` and ``dst``; a pinned host buffer copies asynchronously with ``non_blocking``)."""
     torch = _torch()
 
-    with torch.cuda.device(src.device):  # events record on the current device's stream
-        dst.copy_(src)
+    gpu = src.device if src.device.type == "cuda" else dst.device
+    with torch.cuda.device(gpu):  # events record on the current device's stream
+        dst.copy_(src, non_blocking=non_blocking)
         torch.cuda.synchronize()
         events = [
             (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
@@ -111,10 +130,25 @@ def _time_copies_cuda(src: torch.Tensor, dst: torch.Tensor, repeats: int) -> lis
         ]
         for start, end in events:
             start.record()
-            dst.copy_(src)
+            dst.copy_(src, non_blocking=non_blocking)
             end.record()
         torch.cuda.synchronize()
     return [start.elapsed_time(end) / 1e3 for start, end in events]
+
+
+def _time_host_copies(device: str, nbytes: int, repeats: int) -> dict[str, float]:
+    """Bytes copied per second between host memory (pinned and pageable) and ``device``, each way:
+    the peaks a trace's copies of those kinds are rated against."""
+    torch = _torch()
+
+    on_device = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    gbps = {}
+    for host_kind, pinned in (("pinned", True), ("pageable", False)):
+        host = torch.ones(nbytes, dtype=torch.uint8, pin_memory=pinned)
+        for kind, dst, src in ((f"{host_kind}->device", on_device, host), (f"device->{host_kind}", host, on_device)):
+            seconds = _time_copies_cuda(src, dst, repeats, non_blocking=pinned)
+            gbps[kind] = nbytes / min(seconds) / 1e9
+    return gbps
 
 
 def datasheet_peak(table: BandwidthTable, device: str, name: str) -> Peak:

@@ -32,7 +32,8 @@ def config_bandwidth(
     device_peak = read_peak(peak) if peak is not None else None
     mismatch = peak_mismatch(device_peak, found)
     peak_gbps = device_peak.peak_gbps if device_peak is not None and not mismatch else None
-    rows, notes = achieved_bandwidth(frame, found, bandwidth_table, peak_gbps)
+    copy_gbps = device_peak.copy_gbps if device_peak is not None and not mismatch else {}
+    rows, notes = achieved_bandwidth(frame, found, bandwidth_table, peak_gbps, copy_gbps)
     return rows, [*notes, *([mismatch] if mismatch else [])]
 
 

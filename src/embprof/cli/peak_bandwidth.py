@@ -52,7 +52,9 @@ def run(args: argparse.Namespace) -> None:
         except ContractError as exc:
             print(f"embprof peak-bandwidth: ignoring unreadable cache: {exc}", file=sys.stderr)
         else:
-            if (cached.device, cached.name) == (device, name):
+            # A GPU's peak from before copies were measured is measured again, for its copy peaks.
+            stale = device.startswith("cuda") and cached.source == "measured" and not cached.copy_gbps
+            if (cached.device, cached.name) == (device, name) and not stale:
                 _report("re-used", args.out, cached)
                 return
     nbytes = None if args.size_mib is None else int(args.size_mib * 2**20)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -49,6 +49,13 @@ fmt_signed_ms = _formatter("{:+.3f}")
 fmt_gbps = _formatter("{:,.1f}")
 fmt_count = _formatter("{:,.0f}")
 fmt_p = _formatter("{:.2g}")  # a p-value
+fmt_us = _formatter("{:,.1f}")  # microseconds
+
+
+def fmt_mb(value: Any) -> str:
+    """Bytes as MB (10^6), the missing mark for none."""
+    number = as_number(value)
+    return MISSING if math.isnan(number) else f"{number / 1e6:,.3f}"
 
 
 def fmt_calls(value: Any) -> str:
@@ -66,10 +73,16 @@ def fmt_text(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Column:
+    """``shorten``: on a page, texts longer than this many characters are cut in the middle,
+    the full text on hover (0: never); Markdown keeps them whole. ``hover``: a column whose text
+    a page shows on hover (a config's full label behind its short name)."""
+
     key: str
     title: str
     fmt: Formatter = fmt_text
     numeric: bool = False
+    shorten: int = 0
+    hover: str = ""
 
 
 @dataclass(frozen=True)
@@ -79,6 +92,9 @@ class Cells:
     titles: list[str]
     numeric: list[bool]
     rows: list[list[str]]
+    shorten: list[int] = field(default_factory=list)
+    # Per row, per column, the text a page shows on hover ('' for none); empty: none at all.
+    hovers: list[list[str]] = field(default_factory=list)
 
 
 def to_cells(frame: pd.DataFrame, columns: Sequence[Column]) -> Cells:
@@ -86,4 +102,22 @@ def to_cells(frame: pd.DataFrame, columns: Sequence[Column]) -> Cells:
         [col.fmt(value) for col, value in zip(columns, values, strict=True)]
         for values in frame[[c.key for c in columns]].itertuples(index=False, name=None)
     ]
-    return Cells([c.title for c in columns], [c.numeric for c in columns], rows)
+    hovers = []
+    if any(c.hover for c in columns):
+        keyed = [c.hover for c in columns]
+        texts = frame[[k for k in keyed if k]].astype(str).to_dict("records")
+        hovers = [[row[k] if k else "" for k in keyed] for row in texts]
+    return Cells(
+        [c.title for c in columns], [c.numeric for c in columns], rows, [c.shorten for c in columns],
+        hovers,
+    )
+
+
+def shorten_middle(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis in the middle: kernel names differ
+    at both ends (``split_embedding_nobag_backward_..._warp_per_row_1``), so both are kept."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = (limit - 1) // 2 + (limit - 1) % 2
+    tail = limit - 1 - head
+    return f"{text[:head]}…{text[len(text) - tail:]}" if tail else f"{text[:head]}…"

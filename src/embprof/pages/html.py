@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
 import jinja2
 import pandas as pd
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
-from embprof.pages.cells import Cells, Column, to_cells
-from embprof.pages.legend import LEGEND_VIEW
+from embprof.pages.cells import Cells, shorten_middle, to_cells
+from embprof.pages.legend import legend_view
 from embprof.plots.figures import plotly_js
 
 
@@ -27,17 +27,31 @@ class LegendItem:
     figure_div: str = ""
 
 
+# After these characters, and between a lower-case letter and an upper-case one.
+_BREAKS = re.compile(r"[_/.]|[a-z](?=[A-Z])")
+
+
+def breakable(text: str) -> Markup:
+    """``text`` escaped, with a line-break opportunity after each ``_``, ``/`` and ``.`` and inside
+    camel case (``Device|Radix|Sort``): a config label, a stage path or a kernel name wraps at its
+    parts instead of widening its table or being cut mid-word."""
+    return Markup(_BREAKS.sub(r"\g<0><wbr>", str(escape(text))))
+
+
 @cache
 def _environment(packages: tuple[str, ...]) -> jinja2.Environment:
     """Templates of ``packages`` (their ``templates/`` folders, first wins), then this package's."""
     loaders = [jinja2.PackageLoader(p, "templates") for p in (*packages, "embprof.pages")]
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    env.filters["shorten_middle"] = shorten_middle
+    env.filters["breakable"] = breakable
+    return env
 
 
 def render(template: str, packages: tuple[str, ...] = (), plotly_src: str | None = None, **context: Any) -> str:
@@ -56,7 +70,7 @@ def legend_items(
     notes: dict[str, str],
     names: dict[str, str],
     figures: dict[str, tuple[str, str]] | None = None,
-    view: Sequence[Column] = LEGEND_VIEW,
+    bandwidth: bool = False,
 ) -> list[LegendItem]:
     """Legend tables per backend; ``figures`` maps a backend to (figure id, figure div)."""
     figures = figures or {}
@@ -64,7 +78,7 @@ def legend_items(
         LegendItem(
             title=names.get(b, b),
             note=notes.get(b, ""),
-            cells=to_cells(t, view),
+            cells=to_cells(t, legend_view(t, bandwidth)),
             figure_id=figures.get(b, ("", ""))[0],
             figure_div=Markup(figures.get(b, ("", ""))[1]),
         )

@@ -60,14 +60,29 @@ def _phase_rank(phase: str) -> tuple[int, str]:
     return (PHASE_ORDER.index(phase), "") if phase in PHASE_ORDER else (len(PHASE_ORDER), phase)
 
 
+# Per-op CSV columns from the trace (since issue 19) that legend tables carry where a CSV has them:
+# numbers that add up over duplicated keys (NaN where no row has one), and the copies' memory kinds.
+TRACE_NUMBERS = ("cpu_ms_per_iter", "copy_bytes_per_iter")
+MEMORY_KINDS = "memory_kinds"
+
+
 def _collapse(opcalls: pd.DataFrame) -> pd.DataFrame:
     """One row per (backend, phase, stages, op): duplicated keys add up."""
     keys = ["backend", "phase", "parent_stages", "op"]
+    numbers = [c for c in TRACE_NUMBERS if c in opcalls.columns]
+    kinds = [MEMORY_KINDS] if MEMORY_KINDS in opcalls.columns else []
     if not opcalls.duplicated(keys).any():  # the breakdown writes one row per key: skip the groupby
-        return opcalls[[*keys, "avg_ms_per_iter", "calls_per_iter"]]
+        return opcalls[[*keys, "avg_ms_per_iter", "calls_per_iter", *numbers, *kinds]]
     return opcalls.groupby(keys, sort=False, as_index=False).agg(
-        avg_ms_per_iter=("avg_ms_per_iter", "sum"), calls_per_iter=("calls_per_iter", "sum")
+        avg_ms_per_iter=("avg_ms_per_iter", "sum"),
+        calls_per_iter=("calls_per_iter", "sum"),
+        **{c: (c, lambda v: v.sum(min_count=1)) for c in numbers},
+        **{c: (c, _join_kinds) for c in kinds},
     )
+
+
+def _join_kinds(values: pd.Series) -> str:
+    return ";".join(sorted({k for v in values for k in str(v).split(";") if k}))
 
 
 def legend_table(opcalls: pd.DataFrame, codes: dict[str, str], backend: str) -> pd.DataFrame:
@@ -81,6 +96,7 @@ def legend_table(opcalls: pd.DataFrame, codes: dict[str, str], backend: str) -> 
             "stage": rows["parent_stages"],
             "op": rows["op"],
             "calls_per_iter": rows["calls_per_iter"],
+            **{c: rows[c] for c in (*TRACE_NUMBERS, MEMORY_KINDS) if c in rows.columns},
             "ms_per_iter": rows["avg_ms_per_iter"],
             "pct_of_iter": 100.0 * rows["avg_ms_per_iter"] / total if total > 0 else 0.0,
         }

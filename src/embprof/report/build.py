@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,26 +25,50 @@ from embprof.compare import Run, compare_runs, load_opcalls, load_run
 from embprof.compare.render import TEST_NOTE, config_cells, op_cells
 from embprof.pages.cells import Cells, to_cells
 from embprof.pages.html import LegendItem, legend_items, render
-from embprof.pages.legend import LEGEND_BANDWIDTH_VIEW, LEGEND_VIEW, busy_note, config_legends
+from embprof.pages.legend import busy_note, config_legends
 from embprof.plots.export import PngJob, export_pngs
 from embprof.plots.figures import BACKEND_NAMES, dom_id, figure_div
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
 from embprof.report import environment, markdown
-from embprof.report.tables import HEADLINE_VIEW, TOP_OPS_VIEW, headline, top_ops
+from embprof.report.budget import (
+    TOP_KERNELS_VIEW,
+    budget_figure,
+    budget_view,
+    step_budget,
+    top_kernels,
+)
+from embprof.report.links import Link, config_links
+from embprof.report.names import distinct_names
+from embprof.report.phases import (
+    PAIRED_VIEW,
+    PHASE_TIMES_VIEW,
+    paired_groups,
+    phase_figure,
+    phase_times,
+    work_groups,
+)
+from embprof.report.tables import (
+    HEADLINE_MD_VIEW,
+    HEADLINE_VIEW,
+    TOP_OPS_MD_VIEW,
+    TOP_OPS_VIEW,
+    headline,
+    top_ops,
+)
 from embprof.results.busy import BusyTime, read_busy
 from embprof.results.configs import read_configs
 from embprof.results.environment import read_environment
 from embprof.results.layout import SUNBURST_PNG_PREFIX, ResultsLayout
 from embprof.results.peak import Peak
 from embprof.results.records import read_results
-from embprof.results.steps import read_statuses, succeeded
+from embprof.results.steps import per_op_labels, read_statuses
 
 TITLE = "DynamicEmb vs TorchRec TBE: latency report"
 FIGURES = "figures"
 LATENCY_PNG = "latency.png"
 BANDWIDTH_PNG = "bandwidth.png"
-BACKEND_SUNBURST_PX = 520
+BACKEND_SUNBURST_PX = 460
 OP_DELTA_ROWS = 25
 
 
@@ -76,6 +100,22 @@ class _Section:
     png: str
     legends: list[LegendItem]
     message: str
+    name: str = ""
+    status: str = "ok"
+    links: list[Link] = field(default_factory=list)
+    budget: Cells | None = None
+    phases: _Phases | None = None
+    kernels: list[tuple[str, Cells]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Phases:
+    """dyn against TBE per phase: times, the groups side by side and their paired chart."""
+
+    times: Cells
+    groups: Cells
+    figure_id: str
+    figure_div: str
 
 
 @dataclass(frozen=True)
@@ -107,7 +147,8 @@ def build_report(inputs: ReportInputs) -> Path:
     layout = inputs.results
     records = read_results(layout.benchmark_results)
     test_ids = {c.label: c.test_id for c in read_configs(layout.configs)}
-    statuses = read_statuses(layout.status_dir)
+    # A folder from before statuses (the committed H200 example) has per-op files of every config.
+    statuses = read_statuses(layout.status_dir) if layout.status_dir.is_dir() else {}
     env = read_environment(layout.environment)
     labels = sorted(set(test_ids) | {r["label"] for r in records})
     by_label = {r["label"]: r for r in records}
@@ -115,7 +156,7 @@ def build_report(inputs: ReportInputs) -> Path:
     failed_steps = {
         lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"] and lab in labels
     }
-    shown = succeeded(statuses, labels)
+    shown = per_op_labels(layout, labels)
     opcalls, busy = _load_opcalls(layout, shown)
     bandwidth, peak = load_bandwidth(layout, shown)
     bandwidth_fig = bandwidth_figure(bandwidth, peak)
@@ -137,9 +178,15 @@ def build_report(inputs: ReportInputs) -> Path:
         },
     )
 
-    cpu_note = environment.CPU_STAND_IN_NOTE if environment.cpu_stand_in(env, busy.values()) else ""
-    head = to_cells(headline(labels, by_label, failed_steps), HEADLINE_VIEW)
-    top = to_cells(top_ops(opcalls), TOP_OPS_VIEW)
+    names = distinct_names(labels)
+    cpu_stand_in = environment.cpu_stand_in(env, busy.values())
+    cpu_note = environment.CPU_STAND_IN_NOTE if cpu_stand_in else ""
+    budget = step_budget(labels, by_label, busy, names)
+    budget_fig = budget_figure(budget, cpu_stand_in)
+    head_table = headline(labels, by_label, failed_steps)
+    head_table["name"] = [names[label] for label in head_table["label"]]
+    head = to_cells(head_table, HEADLINE_VIEW)
+    top = to_cells(top_ops(opcalls, names=names), TOP_OPS_VIEW)
     sections = [
         _section(
             label,
@@ -148,6 +195,12 @@ def build_report(inputs: ReportInputs) -> Path:
             busy.get(label),
             failed_steps,
             None if bandwidth is None else bandwidth.get(label, pd.DataFrame()),
+            context=_SectionContext(
+                name=names[label],
+                record=by_label.get(label),
+                links=config_links(layout, label, out, with_per_op=label in shown),
+                budget=to_cells(budget[budget["label"] == label], budget_view(budget, cpu_stand_in)),
+            ),
         )
         for label in labels
     ]
@@ -158,9 +211,10 @@ def build_report(inputs: ReportInputs) -> Path:
         title=TITLE,
         environment_line=environment.one_line(env),
         cpu_note=cpu_note,
-        headline=head,
+        headline=to_cells(head_table, HEADLINE_MD_VIEW),
+        budget=to_cells(budget, budget_view(budget, cpu_stand_in, config="label")),
         failed=[markdown.FailedSummary(f.label, f.step, f.returncode, f.log_tail) for f in failed],
-        top_ops=to_cells(top_ops(opcalls, limit=10), TOP_OPS_VIEW),
+        top_ops=to_cells(top_ops(opcalls, limit=10), TOP_OPS_MD_VIEW),
         comparison_name=comparison.name if comparison else None,
         config_deltas=comparison.configs if comparison else None,
         op_deltas=comparison.ops if comparison else None,
@@ -182,6 +236,12 @@ def build_report(inputs: ReportInputs) -> Path:
             "png": f"{FIGURES}/{LATENCY_PNG}",
         },
         top_ops=top,
+        budget={
+            "cells": to_cells(budget, budget_view(budget, cpu_stand_in)),
+            "id": "budget-plot",
+            "div": Markup(figure_div(budget_fig, "budget-plot")) if budget_fig is not None else "",
+            "split": bool(budget["idle_ms"].notna().any()),
+        },
         bandwidth=_bandwidth_context(bandwidth, bandwidth_fig, peak),
         comparison=comparison,
         sections=sections,
@@ -207,6 +267,10 @@ def _bandwidth_context(
         if peak
         else "No peak was given: GB/s only."
     )
+    if peak and peak.copy_gbps:
+        kinds = ", ".join(f"{kind} {gbps:,.1f} GB/s" for kind, gbps in sorted(peak.copy_gbps.items()))
+        against += (f" Copies, whose bytes the trace counted, are rated against the peak of their kind"
+                    f" (bytes copied per second: {kinds}); memsets against the device's.")
     return {
         "id": "bandwidth-plot",
         "div": Markup(figure_div(fig, "bandwidth-plot")) if fig is not None else "",
@@ -240,6 +304,17 @@ def _write_pngs(
             stale.unlink()
 
 
+@dataclass(frozen=True)
+class _SectionContext:
+    """What a config's section shows beside its breakdown: its short name, its record, links to its
+    files, its rows of the step budget."""
+
+    name: str = ""
+    record: Mapping[str, Any] | None = None
+    links: list[Link] = field(default_factory=list)
+    budget: Cells | None = None
+
+
 def _section(
     label: str,
     test_id: str,
@@ -247,28 +322,30 @@ def _section(
     busy: BusyTime | None,
     failed_steps: Mapping[str, str],
     bandwidth: pd.DataFrame | None = None,
+    context: _SectionContext = _SectionContext(),
 ) -> _Section:
-    """A config's breakdown: per backend, its sunburst beside its legend table.
+    """A config's breakdown: its step budget, dyn against TBE per phase, and per backend its
+    sunburst beside its legend table.
 
     ``bandwidth`` (the config's bandwidth CSV, empty when it has none) adds GB/s
     and % of peak to the legend tables; ``None``: the report has no bandwidth view.
     """
     anchor = dom_id("config", label)
+    status = f"failed: {failed_steps[label]}" if label in failed_steps else "ok"
+    around = dict(name=context.name or label, status=status, links=context.links)
     if frame is None:
         reason = (
             f"No breakdown: the {failed_steps[label]} step failed (see Failed configs)."
             if label in failed_steps
             else "No breakdown: the workflow recorded no successful run of this config."
         )
-        return _Section(label, test_id, anchor, "", [], reason)
+        return _Section(label, test_id, anchor, "", [], reason, **around)
     legends = config_legends(frame)
     if not legends:
         message = "The breakdown attributed no time to this config (its per-op CSV has no rows)."
-        return _Section(label, test_id, anchor, "", [], message)
-    view = LEGEND_VIEW
+        return _Section(label, test_id, anchor, "", [], message, **around)
     if bandwidth is not None:
         legends = {b: with_bandwidth(t, bandwidth, b) for b, t in legends.items()}
-        view = LEGEND_BANDWIDTH_VIEW
     codes = assign_letter_codes(frame)
     figures = {}
     for backend in legends:
@@ -286,9 +363,32 @@ def _section(
             {b: busy_note(busy, b) for b in legends},
             {b: f"{BACKEND_NAMES.get(b, b)} ({b})" for b in legends},
             figures,
-            view,
+            bandwidth=bandwidth is not None,
         ),
         message="",
+        budget=context.budget if context.budget is not None and context.budget.rows else None,
+        phases=_phases(label, frame, context.record),
+        kernels=[
+            (f"{BACKEND_NAMES.get(b, b)} ({b})", to_cells(t, TOP_KERNELS_VIEW))
+            for b, t in top_kernels(busy).items()
+            if not t.empty
+        ],
+        **around,
+    )
+
+
+def _phases(label: str, frame: pd.DataFrame, record: Mapping[str, Any] | None) -> _Phases | None:
+    """dyn against TBE per phase; None where the config has a breakdown of one backend only."""
+    groups = work_groups(frame)
+    if set(groups["backend"]) < {"dyn", "trc"}:
+        return None
+    figure_id = dom_id("phases", label)
+    fig = phase_figure(groups, "dyn against TBE per phase: ms per iteration of each op or [category]")
+    return _Phases(
+        times=to_cells(phase_times(groups, record), PHASE_TIMES_VIEW),
+        groups=to_cells(paired_groups(groups), PAIRED_VIEW),
+        figure_id=figure_id,
+        figure_div=Markup(figure_div(fig, figure_id)) if fig is not None else "",
     )
 
 

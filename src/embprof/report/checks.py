@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from embprof.labels import parse_label
+from embprof.report.budget import overhead_pct
 from embprof.results.busy import read_busy
 from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
@@ -72,7 +73,7 @@ def overhead(results_dir: Path, records: list[dict]) -> pd.DataFrame:
             if timed:
                 rows.append({
                     "label": record["label"], "backend": backend, "profiled_ms_per_iter": profiled,
-                    "timed_train_ms": timed, "overhead_pct": 100 * (profiled / timed - 1),
+                    "timed_train_ms": timed, "overhead_pct": overhead_pct(profiled, timed),
                     "measured_as": MEASURES[busy.range_until_device_done],
                 })
     columns = ["label", "backend", "profiled_ms_per_iter", "timed_train_ms", "overhead_pct", "measured_as"]

@@ -33,6 +33,7 @@ def summary(
     cpu_note: str,
     headline: Cells,
     failed: Sequence[FailedSummary],
+    budget: Cells | None = None,
     top_ops: Cells,
     comparison_name: str | None = None,
     config_deltas: Cells | None = None,
@@ -51,6 +52,16 @@ def summary(
         md_table(headline),
         "",
     ]
+    if budget is not None and budget.rows:
+        parts += [
+            "## Where a step's time goes",
+            "",
+            "ms per train iteration: timed (unprofiled median), profiled (the backend range until its "
+            "device work is done), device busy in it, and the rest (see the report).",
+            "",
+            md_table(budget),
+            "",
+        ]
     if failed:
         parts += ["## Failed configs", ""]
         for item in failed:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from embprof.pages.cells import Column, as_number, fmt_count, fmt_ms, fmt_pct, fmt_ratio
+from embprof.pages.legend import NAME_CHARS
 from embprof.results.timings import repeat_values, timing_summary
 
 SPREAD_METRICS = ("dyn_train_ms", "trc_train_ms", "dyn_eval_ms", "trc_eval_ms")
@@ -89,8 +90,13 @@ HEADLINE_COLUMNS = [
 ]
 
 
-def top_ops(opcalls_by_label: Mapping[str, pd.DataFrame], limit: int = 15) -> pd.DataFrame:
-    """Ops that cost most summed over every config, with their mean share of an iteration."""
+def top_ops(
+    opcalls_by_label: Mapping[str, pd.DataFrame],
+    limit: int = 15,
+    names: Mapping[str, str] | None = None,
+) -> pd.DataFrame:
+    """Ops that cost most summed over every config, with their mean share of an iteration;
+    ``names``: short names of the configs (``costliest_name``; the label where none)."""
     frames = []
     for label, frame in opcalls_by_label.items():
         if frame.empty:
@@ -110,6 +116,7 @@ def top_ops(opcalls_by_label: Mapping[str, pd.DataFrame], limit: int = 15) -> pd
         "mean_pct_of_iter",
         "max_pct_of_iter",
         "costliest_config",
+        "costliest_name",
     ]
     if not frames:
         return pd.DataFrame(columns=columns)
@@ -124,12 +131,14 @@ def top_ops(opcalls_by_label: Mapping[str, pd.DataFrame], limit: int = 15) -> pd
         costliest_config=("label", "first"),
     )
     table[["mean_pct_of_iter", "max_pct_of_iter"]] *= 100.0
+    table["costliest_name"] = [(names or {}).get(c, c) for c in table["costliest_config"]]
     table = table.sort_values(["total_ms_per_iter", "backend", "op"], ascending=[False, True, True])
     return table.head(limit).reset_index(drop=True)[columns]
 
 
+# On the page a config is named by what sets it apart (``name``, added by the report), its label on hover.
 HEADLINE_VIEW = (
-    Column("label", "config"),
+    Column("name", "config", hover="label"),
     Column("status", "status"),
     Column("dyn_train_ms", "dyn train ms", fmt_ms, True),
     Column("dyn_train_ms_spread", "± %", fmt_pct, True),
@@ -146,11 +155,14 @@ HEADLINE_VIEW = (
 )
 TOP_OPS_VIEW = (
     Column("backend", "backend"),
-    Column("op", "op"),
+    Column("op", "op", shorten=NAME_CHARS),
     Column("configs", "configs", fmt_count, True),
     Column("total_ms_per_iter", "Σ ms/iter", fmt_ms, True),
     Column("mean_ms_per_iter", "mean ms/iter", fmt_ms, True),
     Column("mean_pct_of_iter", "mean % of iter", fmt_pct, True),
     Column("max_pct_of_iter", "max % of iter", fmt_pct, True),
-    Column("costliest_config", "costliest in"),
+    Column("costliest_name", "costliest in", hover="costliest_config"),
 )
+TOP_OPS_MD_VIEW = (*TOP_OPS_VIEW[:-1], Column("costliest_config", "costliest in"))
+# Markdown names each config by its full label (a pull request has no hover).
+HEADLINE_MD_VIEW = (Column("label", "config"), *HEADLINE_VIEW[1:])

@@ -20,6 +20,19 @@ RANGE_RULE = "until-device-done"
 
 
 @dataclass(frozen=True)
+class TopKernel:
+    """One kernel name's device time in one backend, over every op it ran in."""
+
+    kernel: str
+    ms_per_iter: float
+    calls_per_iter: float
+    mean_us: float
+
+
+TOP_KERNEL_FIELDS = ("kernel", "ms_per_iter", "calls_per_iter", "mean_us")
+
+
+@dataclass(frozen=True)
 class BusyTime:
     """Busy ms per iteration per backend, and what was timed."""
 
@@ -29,6 +42,12 @@ class BusyTime:
     range_ms_per_iter: dict[str, float] = field(default_factory=dict)
     # True: until its device work is done (RANGE_RULE); False: the range's host time only (older sidecars).
     range_until_device_done: bool = False
+    # Per iteration, the time between the backend's first and last device work when none of it ran
+    # (the GPU waiting within the range); empty in sidecars written before issue 19.
+    idle_ms_per_iter: dict[str, float] = field(default_factory=dict)
+    # Per backend, its costliest kernels (and copies, memsets): TopKernel rows, costliest first;
+    # empty in sidecars written before issue 19.
+    top_kernels: dict[str, list[TopKernel]] = field(default_factory=dict)
 
     @property
     def cpu_leaf_ops(self) -> bool:
@@ -52,12 +71,39 @@ def read_busy(path: str | os.PathLike[str]) -> BusyTime | None:
         raise ContractError(f"{path}: time_source must be made of {TIME_SOURCES}, got {source!r}")
     busy = _ms_per_backend(path, data, "busy_ms_per_iter")
     walls = _ms_per_backend(path, data, "range_ms_per_iter") if "range_ms_per_iter" in data else {}
+    idle = _ms_per_backend(path, data, "idle_ms_per_iter") if "idle_ms_per_iter" in data else {}
+    top = _top_kernels(path, data.get("top_kernels", {}))
     return BusyTime(
         ms_per_iter=busy,
         time_source=source,
         range_ms_per_iter=walls,
         range_until_device_done=data.get("range_rule") == RANGE_RULE,
+        idle_ms_per_iter=idle,
+        top_kernels=top,
     )
+
+
+def _top_kernels(path: str | os.PathLike[str], raw: Any) -> dict[str, list[TopKernel]]:
+    """``top_kernels``: backend -> rows of ``kernel`` (text) and numbers >= 0."""
+    bad = ContractError(
+        f"{path}: top_kernels must map a backend to rows of {', '.join(TOP_KERNEL_FIELDS)} (numbers >= 0)"
+    )
+    if not isinstance(raw, dict):
+        raise bad
+    out = {}
+    for backend, rows in raw.items():
+        if not isinstance(rows, list) or not all(
+            isinstance(r, dict) and set(r) == set(TOP_KERNEL_FIELDS) and isinstance(r["kernel"], str)
+            and all(_non_negative(r[k]) for k in TOP_KERNEL_FIELDS[1:])
+            for r in rows
+        ):
+            raise bad
+        out[str(backend)] = [TopKernel(r["kernel"], *(float(r[k]) for k in TOP_KERNEL_FIELDS[1:])) for r in rows]
+    return out
+
+
+def _non_negative(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def _ms_per_backend(path: str | os.PathLike[str], data: dict, key: str) -> dict[str, float]:

@@ -2,6 +2,10 @@
 
 ``ms_by_iter`` holds a row's ms in each profiled iteration, ``;``-joined; CSVs
 written before it existed read with it empty (no samples to test a change on).
+``copy_bytes_per_iter`` and ``memory_kinds`` (since issue 19) hold what a row of
+copies or memsets moved, from the trace; empty for kernels; ``cpu_ms_per_iter`` an
+op's own host time (its ranges' durations), empty for work under no op; all
+three empty in older CSVs (read so: unknown).
 """
 
 from __future__ import annotations
@@ -21,10 +25,14 @@ if TYPE_CHECKING:
 COLUMNS = (
     "backend", "phase", "parent_stages", "op", "calls_per_iter", "avg_ms_per_iter",
     "total_ms", "num_iters", "kernel_names", "fallback_category", "ms_by_iter",
+    "copy_bytes_per_iter", "memory_kinds", "cpu_ms_per_iter",
 )
 TEXT_COLUMNS = (
     "backend", "phase", "parent_stages", "op", "kernel_names", "fallback_category", "ms_by_iter",
+    "memory_kinds",
 )
+# Numbers that may be empty (NaN): a kernel's row moves no bytes the trace counts.
+OPTIONAL_NUMBER_COLUMNS = ("copy_bytes_per_iter", "cpu_ms_per_iter")
 NUMBER_COLUMNS = ("calls_per_iter", "avg_ms_per_iter", "total_ms", "num_iters")
 SAMPLE_SEPARATOR = ";"
 
@@ -68,26 +76,34 @@ def read_opcalls(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise ContractError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
     if "ms_by_iter" not in frame.columns:  # written before per-iteration samples
         frame["ms_by_iter"] = ""
+    if "memory_kinds" not in frame.columns:  # written before the trace's copy bytes (issue 19)
+        frame = frame.assign(copy_bytes_per_iter=np.nan, memory_kinds="", cpu_ms_per_iter=np.nan)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ContractError(f"{path}: missing column(s) {', '.join(missing)}")
     frame = frame[list(COLUMNS)].copy()
-    for column in NUMBER_COLUMNS:
-        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
-        bad = ~np.isfinite(values) | (values < 0)
-        if bad.any():
-            line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
-            raise ContractError(
-                f"{path}: line {line}: {column} must be a finite number >= 0, "
-                f"got {frame[column].iloc[line - 2]!r}"
-            )
-        frame[column] = values
+    for column in (*NUMBER_COLUMNS, *OPTIONAL_NUMBER_COLUMNS):
+        frame[column] = _numbers(path, frame[column], optional=column in OPTIONAL_NUMBER_COLUMNS)
     empty_key = (frame["backend"] == "") | (frame["phase"] == "") | (frame["op"] == "")
     if empty_key.any():
         line = int(np.flatnonzero(empty_key.to_numpy())[0]) + 2
         raise ContractError(f"{path}: line {line}: backend, phase and op must not be empty")
     _check_samples(path, frame)
     return frame
+
+
+def _numbers(path: str | os.PathLike[str], column: pd.Series, optional: bool) -> pd.Series:
+    """A column as finite floats >= 0; ``optional``: an empty cell is NaN (unknown), not an error."""
+    import pandas as pd
+
+    text = column.astype(object).where(column.notna(), "").astype(str).str.strip()
+    values = pd.to_numeric(text.where(text != "", np.nan), errors="coerce").astype(float)
+    bad = (~np.isfinite(values) | (values < 0)) & ((text != "") if optional else True)
+    if bad.any():
+        line = int(np.flatnonzero(bad.to_numpy())[0]) + 2
+        what = "empty or a finite number >= 0" if optional else "a finite number >= 0"
+        raise ContractError(f"{path}: line {line}: {column.name} must be {what}, got {column.iloc[line - 2]!r}")
+    return values
 
 
 def _check_samples(path: str | os.PathLike[str], frame: pd.DataFrame) -> None:

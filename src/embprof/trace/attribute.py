@@ -14,7 +14,7 @@ and the whole trace is one iteration of one config named after the file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .calls import CallStore
 from .errors import TraceError
 from .layouts import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
 from .model import KIND_KERNEL, TraceSource
+from .names import memory_kind_name
 from .sweep import Contexts, OutOfOrder, sweep
 from .workpass import WorkTotals, sum_work
 
@@ -45,6 +46,9 @@ class Groups:
     calls: list[int]
     total_ns: list[int]
     first_seen: list[int]  # order of first appearance in the trace's work tables
+    nbytes: list[float]  # bytes its copies or memsets moved (0 for kernels)
+    memory_kind: list[str]  # of its copies or memsets (names.memory_kind_name; '' for kernels)
+    cpu_ns: list[int]  # the host time of its op ranges, on the first op-range group of each context (else 0)
 
 
 @dataclass
@@ -60,6 +64,9 @@ class Attributed:
     iterations: dict[str, int]
     range_ns: dict[tuple[str, str], int]
     dropped_unlaunched: int
+    # (label, backend) -> within its spans, the time between its first and last counted device work
+    # when none of it ran (each span's window of counted work, summed, less the busy time)
+    idle_ns: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 def attribute(source: TraceSource, layout: str = "default", chunk_rows: int | None = CHUNK_ROWS) -> Attributed:
@@ -90,7 +97,7 @@ def attribute(source: TraceSource, layout: str = "default", chunk_rows: int | No
     return Attributed(
         groups=_groups(source, ctx, work, labels, backends, phases),
         busy_ns=busy, iterations=iterations, range_ns=_range_ns(ctx, work, labels),
-        dropped_unlaunched=work.dropped,
+        dropped_unlaunched=work.dropped, idle_ns=_idle_ns(ctx, work, labels, busy),
     )
 
 
@@ -108,7 +115,7 @@ def _groups(source: TraceSource, ctx: Contexts, work: WorkTotals, labels: list[s
             backends: tuple[str, ...], phases: tuple[str, ...]) -> Groups:
     """Names for every group: one string per distinct path and work name, never one per event."""
     gctx = work.group_ctx
-    kind = np.array([k for k, _ in work.names], np.int64)[work.group_name]
+    kind = np.array([n[0] for n in work.names], np.int64)[work.group_name]
     has_op = np.array(ctx.ctx_has_op, bool)[gctx]
     path = np.array(ctx.ctx_path, np.int64)[gctx]
     is_op_range = has_op & (kind == KIND_KERNEL)
@@ -136,7 +143,23 @@ def _groups(source: TraceSource, ctx: Contexts, work: WorkTotals, labels: list[s
         calls=work.calls.tolist(),
         total_ns=work.total_ns.tolist(),
         first_seen=work.first_seen.tolist(),
+        nbytes=work.nbytes.tolist(),
+        memory_kind=[memory_kind_name(work.names[w][2]) for w in work.group_name.tolist()],
+        cpu_ns=_cpu_ns(ctx, gctx, is_op_range),
     )
+
+
+def _cpu_ns(ctx: Contexts, gctx: np.ndarray, is_op_range: np.ndarray) -> list[int]:
+    """Each context's op-range host time on the first of its op-range groups, so that it is counted
+    once however many kernel names the op launched."""
+    out = np.zeros(len(gctx), np.int64)
+    if not ctx.ctx_cpu_ns:
+        return out.tolist()
+    candidates = np.flatnonzero(is_op_range)
+    _, first = np.unique(gctx[candidates], return_index=True)
+    firsts = candidates[first]
+    out[firsts] = [ctx.ctx_cpu_ns.get(int(c), 0) for c in gctx[firsts].tolist()]
+    return out.tolist()
 
 
 def _path_strings(ctx: Contexts, wanted: np.ndarray) -> dict[int, str]:
@@ -181,6 +204,22 @@ def _range_ns(ctx: Contexts, work: WorkTotals, labels: list[str]) -> dict[tuple[
         key = (labels[lab], BACKENDS[b])
         totals[key] = totals.get(key, 0) + int(ns)
     return totals
+
+
+def _idle_ns(ctx: Contexts, work: WorkTotals, labels: list[str],
+             busy: dict[tuple[str, str], int]) -> dict[tuple[str, str], int]:
+    """Per (label, backend): the windows of its spans' counted work (first start to last end),
+    summed, less its busy time: the device idle between its work within the ranges."""
+    if not ctx.span_label or ctx.layout != "default":
+        return {}
+    has = work.counted_end >= 0
+    window: dict[tuple[str, str], int] = {}
+    lengths = (work.counted_end - np.where(has, work.counted_start, 0))[has]
+    for lab, b, ns in zip(np.array(ctx.span_label)[has].tolist(), np.array(ctx.span_backend)[has].tolist(),
+                          lengths.tolist(), strict=True):
+        key = (labels[lab], BACKENDS[b])
+        window[key] = window.get(key, 0) + int(ns)
+    return {key: max(ns - busy.get(key, 0), 0) for key, ns in window.items()}
 
 
 def trace_stem(path) -> str:

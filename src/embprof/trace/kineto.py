@@ -34,7 +34,7 @@ from .model import (
     RangeRows,
     WorkRows,
 )
-from .names import kineto_memory_name, short_kernel_name
+from .names import kineto_memory_kind, kineto_memory_name, short_kernel_name
 
 _WORK_KIND = {"kernel": KIND_KERNEL, "gpu_memcpy": KIND_MEMCPY, "gpu_memset": KIND_MEMSET}
 _LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
@@ -124,6 +124,14 @@ def _correlation(args: pd.Series) -> np.ndarray:
     )
 
 
+def _bytes(args: pd.Series) -> np.ndarray:
+    """A copy's or memset's ``args.bytes`` (0 where it has none)."""
+    return np.fromiter(
+        (int(a.get("bytes", 0)) if isinstance(a, dict) and isinstance(a.get("bytes", 0), int | float) else 0
+         for a in args), dtype=np.int64, count=len(args)
+    )
+
+
 def leaf_mask(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """True for intervals with no other interval of the same thread nested inside them.
 
@@ -167,9 +175,12 @@ class KinetoSource:
             codes, names = pd.factorize(pd.Series(short))
             self._calls = CallRows(process=np.zeros(len(launches), np.int64), corr=_correlation(launches["args"]),
                                    thread=launches["thread"].to_numpy(), start=launches["start"].to_numpy())
+            mem = np.array([0 if k == KIND_KERNEL else kineto_memory_kind(n, c)
+                            for n, c, k in zip(gpu["name"].astype(str), gpu["cat"], kind, strict=True)], np.int64)
             self._work = WorkRows(process=np.zeros(len(gpu), np.int64), corr=_correlation(gpu["args"]),
                                   start=gpu["start"].to_numpy(), end=gpu["end"].to_numpy(), kind=kind,
-                                  name=codes.astype(np.int64))
+                                  name=codes.astype(np.int64),
+                                  nbytes=np.where(kind == KIND_KERNEL, 0, _bytes(gpu["args"])), mem=mem)
             self._names = list(names)
             return
         ops = df[df["cat"] == "cpu_op"]
@@ -182,7 +193,8 @@ class KinetoSource:
         ids = np.arange(len(leaf), dtype=np.int64)  # each leaf is its own launch
         self._calls = CallRows(process=np.zeros(len(leaf), np.int64), corr=ids, thread=th[leaf], start=st[leaf])
         self._work = WorkRows(process=np.zeros(len(leaf), np.int64), corr=ids, start=st[leaf], end=en[leaf],
-                              kind=np.zeros(len(leaf), np.int8), name=codes.astype(np.int64))
+                              kind=np.zeros(len(leaf), np.int8), name=codes.astype(np.int64),
+                              nbytes=np.zeros(len(leaf), np.int64), mem=np.zeros(len(leaf), np.int64))
         self._names = list(names)
 
     def ranges(self) -> Iterator[RangeRows]:

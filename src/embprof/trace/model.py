@@ -64,6 +64,8 @@ class WorkRows:
     end: np.ndarray
     kind: np.ndarray  # int8, KIND_*
     name: np.ndarray  # int64
+    nbytes: np.ndarray  # int64: bytes a copy or memset moved (0 for kernels)
+    mem: np.ndarray  # int64: memory kinds of a copy or memset (names.memory_kind_code; 0 for kernels)
 
     def __len__(self) -> int:
         return len(self.start)

@@ -11,12 +11,48 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 # CUPTI's memcpy kinds (ENUM_CUDA_MEMCPY_OPER), used when an export lacks the enum table.
 MEMCPY_KINDS = {
     0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD",
     7: "DtoA", 8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM HtoD", 12: "UVM DtoH", 13: "UVM DtoD",
 }
 MEMSET_NAME = "memset"
+# CUPTI's memory kinds (ENUM_CUDA_MEM_KIND), as the per-op CSV's memory_kinds names them.
+MEMORY_KINDS = ("pageable", "pinned", "device", "array", "managed", "device static", "managed static", "unknown")
+_UNKNOWN_MEMORY = len(MEMORY_KINDS) - 1
+_MEMSET_SOURCE = 16  # a memset's code: no source memory
+_KINETO_KINDS = re.compile(r"\((\w[\w ]*?) -> (\w[\w ]*?)\)$")
+_KINETO_MEMSET = re.compile(r"\((\w[\w ]*?)\)$")
+
+
+def memory_kind_code(src: np.ndarray, dst: np.ndarray, memset: bool = False) -> np.ndarray:
+    """One code per copy (source and destination kind) or memset (its kind), 1 or more; kinds out
+    of the enum count as unknown."""
+    src, dst = (np.where((k >= 0) & (k < len(MEMORY_KINDS)), k, _UNKNOWN_MEMORY) for k in (src, dst))
+    return 1 + (_MEMSET_SOURCE if memset else src) * 32 + dst
+
+
+def memory_kind_name(code: int) -> str:
+    """``pinned->device`` for a copy, ``device`` for a memset; '' for 0 (a kernel)."""
+    if code <= 0:
+        return ""
+    src, dst = divmod(code - 1, 32)
+    return MEMORY_KINDS[dst] if src == _MEMSET_SOURCE else f"{MEMORY_KINDS[src]}->{MEMORY_KINDS[dst]}"
+
+
+def kineto_memory_kind(name: str, category: str) -> int:
+    """Kineto ``Memcpy HtoD (Pinned -> Device)`` / ``Memset (Device)`` -> :func:`memory_kind_code`."""
+    index = {k: i for i, k in enumerate(MEMORY_KINDS)}
+    if category == "gpu_memset":
+        m = _KINETO_MEMSET.search(name)
+        kind = index.get(m.group(1).lower(), _UNKNOWN_MEMORY) if m else _UNKNOWN_MEMORY
+        return int(memory_kind_code(np.array([0]), np.array([kind]), memset=True)[0])
+    m = _KINETO_KINDS.search(name)
+    src, dst = ((index.get(m.group(1).lower(), _UNKNOWN_MEMORY), index.get(m.group(2).lower(), _UNKNOWN_MEMORY))
+                if m else (_UNKNOWN_MEMORY, _UNKNOWN_MEMORY))
+    return int(memory_kind_code(np.array([src]), np.array([dst]))[0])
 _KINETO_MEMCPY = re.compile(r"^Memcpy (\w+)")
 _OPEN = {")": "(", ">": "<", "]": "["}
 

@@ -38,7 +38,7 @@ from .columns import (
 )
 from .errors import TraceError
 from .model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, TIME_GPU, CallRows, RangeRows, WorkRows
-from .names import MEMCPY_KINDS, MEMSET_NAME, memcpy_name
+from .names import MEMCPY_KINDS, MEMSET_NAME, memcpy_name, memory_kind_code
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -50,6 +50,13 @@ NVTX_PUSH_POP = 59
 PID_MASK = np.int64(-(1 << 24))  # 0xFFFF_FFFF_FF00_0000: globalTid -> globalPid
 STRING_REF = "\x01"  # starts a range name that is a StringIds id (never the start of an NVTX text)
 WORK_TABLES = ((KERNEL, KIND_KERNEL, "shortName"), (MEMCPY, KIND_MEMCPY, "copyKind"), (MEMSET, KIND_MEMSET, None))
+# Per work table, what it moved: bytes, then source and destination memory kind (a memset has a
+# destination only): a column, or a constant for tables without one (kernels move no bytes here).
+WORK_MEMORY = {
+    KERNEL: (),  # kernels move no bytes the trace counts: nothing more to read
+    MEMCPY: (("bytes", 0), ("srcKind", 7), ("dstKind", 7)),
+    MEMSET: (("bytes", 0), ("srcKind", None), ("memKind", 7)),
+}
 # The integer columns each stream selects, in the SELECT's order (its errors name them).
 RANGE_COLUMNS = ("start", "end", "globalTid")
 CALL_COLUMNS = ("correlationId", "globalTid", "start")
@@ -154,10 +161,17 @@ class NsysSource:
             if table not in tables:
                 continue
             cols = ("start", "end", "correlationId", "globalPid") + ((name_col,) if name_col else ())
-            _require_columns(conn, path, table, cols)
+            have = _require_columns(conn, path, table, cols)
             col = _reader(conn, table)
             select = ", ".join(col(c) for c in cols) + ("" if name_col else ", 0")
-            self._work_sql.append((f"SELECT {select} FROM {table}", kind, table, WORK_COLUMNS + ((name_col,) if name_col else ())))
+            # bytes and memory kinds: a column where the table has it (older exports may lack the kinds)
+            moved = [(c, default) for c, default in WORK_MEMORY[table]]
+            select += "".join(
+                f", {col(c, default)}" if default is not None and c in have else f", {default if default is not None else 0}"
+                for c, default in moved
+            )
+            names = WORK_COLUMNS + (name_col or "name",) + tuple(c for c, _ in moved)
+            self._work_sql.append((f"SELECT {select} FROM {table}", kind, table, names))
 
     def _batches(self, sql: str) -> Iterator[pa.RecordBatch]:
         """One SELECT's batches, read a little ahead by a thread of its own; unreadable pages (a
@@ -249,8 +263,14 @@ class NsysSource:
                 start, end = int_column(batch, 0), int_column(batch, 1)
                 if _faulty(start, end, None):  # every work table counted: the faults of them all
                     raise self._refuse(self._work_intervals(), WORK_FAULTS, None)
+                if kind == KIND_KERNEL:
+                    nbytes = mem = np.zeros(batch.num_rows, np.int64)
+                else:
+                    nbytes = int_column(batch, 5)
+                    mem = memory_kind_code(int_column(batch, 6), int_column(batch, 7), memset=kind == KIND_MEMSET)
                 yield WorkRows(process=int_column(batch, 3), corr=int_column(batch, 2), start=start, end=end,
-                               kind=np.full(batch.num_rows, kind, np.int8), name=int_column(batch, 4))
+                               kind=np.full(batch.num_rows, kind, np.int8), name=int_column(batch, 4),
+                               nbytes=nbytes, mem=mem)
 
     def _work_intervals(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for sql, _, table, columns in self._work_sql:

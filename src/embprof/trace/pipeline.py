@@ -15,7 +15,10 @@ from .attribute import CHUNK_ROWS, Attributed, attribute
 from .categories import Categories, load_categories
 from .errors import TraceError
 from .layouts import LAYOUTS
+from .model import KIND_KERNEL
 from .readers import open_trace
+
+TOP_KERNELS = 10  # per config and backend, in the busy sidecar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,6 +36,8 @@ class LabelBreakdown:
     range_ms_per_iter: dict[str, float] = field(default_factory=dict)
     traces: list[str] = field(default_factory=list)
     dropped_unlaunched: int = 0
+    idle_ms_per_iter: dict[str, float] = field(default_factory=dict)
+    top_kernels: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def n_rows(self) -> int:
@@ -53,6 +58,8 @@ class LabelBreakdown:
             "busy_ms_per_iter": self.busy_ms_per_iter,
             "range_ms_per_iter": self.range_ms_per_iter,
             "range_rule": RANGE_RULE,
+            "idle_ms_per_iter": self.idle_ms_per_iter,
+            "top_kernels": self.top_kernels,
             "dropped_unlaunched": self.dropped_unlaunched,
             "traces": self.traces,
         }
@@ -76,6 +83,7 @@ def merge_traces(traces: list[_Trace], cats: Categories) -> dict[str, LabelBreak
         before = np.cumsum([0] + [t.attributed.iterations[label] for t in contributing])[:-1]
         busy = _per_backend(label, [t.attributed.busy_ns for t in contributing])
         wall = _per_backend(label, [t.attributed.range_ns for t in contributing])
+        idle = _per_backend(label, [t.attributed.idle_ns for t in contributing])
         out[label] = LabelBreakdown(
             label=label,
             columns=_rows(label, contributing, before.tolist(), num_iters, cats.of),
@@ -85,8 +93,30 @@ def merge_traces(traces: list[_Trace], cats: Categories) -> dict[str, LabelBreak
             time_source="+".join(sorted({t.time_source for t in contributing})),
             traces=[t.path for t in contributing],
             dropped_unlaunched=sum(t.attributed.dropped_unlaunched for t in contributing),
+            idle_ms_per_iter={b: ns / 1e6 / num_iters for b, ns in sorted(idle.items())},
+            top_kernels=_top_kernels(label, contributing, num_iters),
         )
     return out
+
+
+def _top_kernels(label: str, traces: list[_Trace], num_iters: int, top: int = TOP_KERNELS) -> dict[str, list[dict]]:
+    """Per backend, its costliest kernels (copies, memsets) by name over every op they ran in:
+    ms and calls per iteration and the mean duration (few groups: no per-event work)."""
+    totals: dict[tuple[str, str], list[int]] = {}
+    for t in traces:
+        g = t.attributed.groups
+        for i, lab in enumerate(g.label):
+            if lab == label:
+                entry = totals.setdefault((g.backend[i], g.kernel_name[i]), [0, 0])
+                entry[0] += g.calls[i]
+                entry[1] += g.total_ns[i]
+    out: dict[str, list[dict]] = {}
+    for (backend, name), (calls, ns) in sorted(totals.items(), key=lambda kv: (-kv[1][1], kv[0])):
+        rows = out.setdefault(backend, [])
+        if len(rows) < top:
+            rows.append({"kernel": name, "ms_per_iter": ns / 1e6 / num_iters, "calls_per_iter": calls / num_iters,
+                         "mean_us": ns / calls / 1e3 if calls else 0.0})
+    return dict(sorted(out.items()))
 
 
 def _per_backend(label: str, per_trace: list[dict[tuple[str, str], int]]) -> dict[str, float]:
@@ -113,15 +143,19 @@ def _rows(label: str, traces: list[_Trace], before: list[int], num_iters: int, c
             key = (g.backend[i], g.phase[i], g.parent_stages[i], g.op[i], g.is_op_range[i], g.kind[i])
             row = rows.get(key)
             if row is None:
-                row = rows[key] = [0, 0, set(), (trace_no, g.first_seen[i]), len(rows)]
+                row = rows[key] = [0, 0, set(), (trace_no, g.first_seen[i]), len(rows), 0.0, set(), 0]
             row[0] += g.calls[i]
             row[1] += g.total_ns[i]
             row[2].add(g.kernel_name[i])
+            row[5] += g.nbytes[i]
+            row[6].add(g.memory_kind[i])
+            row[7] += g.cpu_ns[i]
             row[3] = min(row[3], (trace_no, g.first_seen[i]))
             row_of.append(row[4])
             iteration.append(offset + g.iteration[i])
             ns.append(g.total_ns[i])
     keys = list(rows)
+    timed_ops = any(row[7] for row in rows.values())
     # Each row's time in every profiled iteration (0 where it ran nothing): the samples a
     # comparison of two runs tests per op.
     per_iter = np.zeros((len(keys), num_iters))
@@ -147,6 +181,12 @@ def _rows(label: str, traces: list[_Trace], before: list[int], num_iters: int, c
         "kernel_names": np.array([";".join(sorted(rows[k][2])) for k in keys], dtype=object),
         "fallback_category": np.array(["" if k[4] else category_of(k[3]) for k in keys], dtype=object),
         "ms_by_iter": np.array(format_iteration_ms(per_iter / 1e6), dtype=object),
+        # what copies and memsets moved (the trace's byte counts and memory kinds); none for kernels
+        "copy_bytes_per_iter": np.array([rows[k][5] / num_iters if k[5] != KIND_KERNEL else np.nan for k in keys]),
+        "memory_kinds": np.array([";".join(sorted(rows[k][6] - {""})) for k in keys], dtype=object),
+        # an op's own host time per iteration (its ranges' durations); none for work under no op
+        # (layout any counts no op ranges' time: none at all)
+        "cpu_ms_per_iter": np.array([rows[k][7] / 1e6 / num_iters if k[4] and timed_ops else np.nan for k in keys]),
     }
     return {c: cols[c][order] for c in COLUMNS}
 

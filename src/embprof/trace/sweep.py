@@ -73,6 +73,8 @@ class Contexts:
     ctx_phase: list[int] = field(default_factory=list)
     ctx_has_op: list[bool] = field(default_factory=list)
     ctx_path: list[int] = field(default_factory=list)
+    # context id -> the summed host duration of the op ranges of that context (each counted once)
+    ctx_cpu_ns: dict[int, int] = field(default_factory=dict)
     span_label: list[int] = field(default_factory=list)
     span_backend: list[int] = field(default_factory=list)
     span_start: list[int] = field(default_factory=list)
@@ -214,6 +216,7 @@ class _Round:
         self.up = self._propagate(rows.val[order])
         self._finalize(frontier)
         self._heads()
+        self._count_ops(frontier)
 
     def _propagate(self, val: np.ndarray) -> dict[int, np.ndarray]:
         """Per range (and n: no range), the innermost config, iteration, op, backend and phase range
@@ -349,6 +352,24 @@ class _Round:
             iteration = backend = phase = np.zeros(len(own), np.int64)  # and its one iteration
         self.head[own] = pack_head(self.ctx.label_iteration_ids(label, iteration), backend, phase,
                                    (up[OP][own] >= 0).astype(np.int64))
+
+    def _count_ops(self, frontier: int) -> None:
+        """Add the host duration of each op range to its context (what its calls' work is counted
+        under), once: in the round where it starts before the frontier (its ancestors, which hold
+        its context, all started before it)."""
+        if self.ctx.layout != "default":
+            return
+        order, rows = self.forest.order, self.rows
+        ops = np.flatnonzero(self.cls[:-1] == OP)
+        ops = ops[~rows.final[order[ops]] & (rows.start[order[ops]] < frontier) & (self.head[ops] >= 0)]
+        if len(ops) == 0:
+            return
+        rows.final[order[ops]] = True
+        ctx = self.ctx.context_ids(self.head[ops], self.resolve_paths(ops))
+        ns = rows.end[order[ops]] - rows.start[order[ops]]
+        uniq, inverse = np.unique(ctx, return_inverse=True)
+        for c, total in zip(uniq.tolist(), np.bincount(inverse, weights=ns).tolist(), strict=True):
+            self.ctx.ctx_cpu_ns[c] = self.ctx.ctx_cpu_ns.get(c, 0) + int(total)
 
     def attribute(self, calls: CallRows) -> tuple[np.ndarray, np.ndarray]:
         """Per call: its context id (-1 when not counted) and span id (-1 when none)."""

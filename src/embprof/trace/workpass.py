@@ -25,6 +25,7 @@ from .sweep import INF, Contexts, OutOfOrder, rechunk
 
 ROW_BITS = 40  # first-seen order: table rank, then row within the table
 _KINDS = 3
+_MEMS = 1 + 17 * 32  # memory kind codes (names.memory_kind_code), 0 for kernels
 
 
 @dataclass
@@ -70,17 +71,21 @@ class _Busy:
 
 @dataclass
 class WorkTotals:
-    """Per group (context, work name): calls, device ns, and where it was first seen; per
-    (label, backend) the union of device time; per span the latest device end."""
+    """Per group (context, work name and memory kinds): calls, device ns, bytes moved, and where it
+    was first seen; per (label, backend) the union of device time; per span the latest device end,
+    and the first start and last end of its counted work."""
 
     group_ctx: np.ndarray
-    group_name: np.ndarray  # index into ``names``: (kind, name id) pairs
+    group_name: np.ndarray  # index into ``names``: (kind, name id, memory kind code) triples
     calls: np.ndarray
     total_ns: np.ndarray
     first_seen: np.ndarray
-    names: list[tuple[int, int]]
+    names: list[tuple[int, int, int]]
     busy_ns: dict[int, int]  # key: label index * 2 + backend
     span_end: np.ndarray
+    nbytes: np.ndarray
+    counted_start: np.ndarray  # per span; INF where none of its work was counted
+    counted_end: np.ndarray
     found: int
     dropped: int
 
@@ -95,6 +100,9 @@ class _Sums:
         self.first = np.zeros(0, np.int64)
         self.busy = _Busy()
         self.span_end = np.full(n_spans, -1, np.int64)
+        self.counted_start = np.full(n_spans, INF, np.int64)
+        self.counted_end = np.full(n_spans, -1, np.int64)
+        self.nbytes = np.zeros(0, np.float64)
         self.found = self.dropped = 0
 
     def add(self, w: WorkRows, store: CallStore, first_row: int, watermark: int) -> None:
@@ -108,11 +116,15 @@ class _Sums:
         if spanned.any():
             np.maximum.at(self.span_end, span[spanned], end[spanned])
         counted = ctx >= 0
-        rows, ctx = found[counted], ctx[counted]
+        rows, ctx, in_span = found[counted], ctx[counted], span[counted]
         if len(rows) == 0:
             return
         start, end = w.start[rows], end[counted]
-        raw = (w.name[rows] + 1) * _KINDS + w.kind[rows]
+        spanned = in_span >= 0
+        if spanned.any():  # the window of each span's counted work: its idle time is the rest of it
+            np.minimum.at(self.counted_start, in_span[spanned], start[spanned])
+            np.maximum.at(self.counted_end, in_span[spanned], end[spanned])
+        raw = ((w.name[rows] + 1) * _MEMS + w.mem[rows]) * _KINDS + w.kind[rows]
         name = self.names.codes(raw, bound=int(raw.max()) + 1)
         width = len(self.names)
         uniq, inverse = dedupe(ctx * width + name, self.n_ctx * width)
@@ -121,6 +133,7 @@ class _Sums:
         self._grow(len(self.groups))
         self.calls[gids] += np.bincount(inverse, minlength=len(uniq))
         self.total[gids] += np.bincount(inverse, weights=end - start, minlength=len(uniq))
+        self.nbytes[gids] += np.bincount(inverse, weights=w.nbytes[rows], minlength=len(uniq))
         if (self.first[gids] > first_row).any():  # a group not yet seen before this chunk's rows
             first = np.full(len(uniq), INF, np.int64)
             np.minimum.at(first, inverse, rows + first_row)
@@ -133,6 +146,7 @@ class _Sums:
             self.calls = np.append(self.calls, np.zeros(n - have, np.int64))
             self.total = np.append(self.total, np.zeros(n - have, np.float64))
             self.first = np.append(self.first, np.full(n - have, INF, np.int64))
+            self.nbytes = np.append(self.nbytes, np.zeros(n - have, np.float64))
 
     def result(self) -> WorkTotals:
         keys = np.array(self.groups.keys, np.int64)
@@ -140,8 +154,9 @@ class _Sums:
         return WorkTotals(
             group_ctx=keys >> 32, group_name=keys & 0xFFFFFFFF, calls=self.calls,
             total_ns=np.rint(self.total).astype(np.int64), first_seen=self.first,
-            names=[(int(r % _KINDS), int(r // _KINDS) - 1) for r in raw.tolist()],
+            names=[(int(r % _KINDS), int(r // _KINDS // _MEMS) - 1, int(r // _KINDS % _MEMS)) for r in raw.tolist()],
             busy_ns=self.busy.finish(), span_end=self.span_end, found=self.found, dropped=self.dropped,
+            nbytes=self.nbytes, counted_start=self.counted_start, counted_end=self.counted_end,
         )
 
 
