@@ -58,14 +58,17 @@ def test_a_copied_checkout_names_its_commit(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.delenv("EMBPROF_GIT_DIRTY")
     state, reasons = git_state(tmp_path)
     assert state["git_dirty"] is None and "EMBPROF_GIT_DIRTY" in reasons["git_dirty"]
-    monkeypatch.setenv("EMBPROF_GIT_COMMIT", "ignored where git works")
+    # A copy with a stale .git (its HEAD another commit, its files this one's): the stamp wins.
     repo = tmp_path / "repo"
     repo.mkdir()
     _git(repo, "init", "-q")
     (repo / "a.py").write_text("x = 1\n")
     _git(repo, "add", "a.py")
     _git(repo, "commit", "-q", "-m", "one")
-    assert git_state(repo)[0]["git_commit"] != "ignored where git works"
+    monkeypatch.setenv("EMBPROF_GIT_DIRTY", "0")
+    assert git_state(repo) == ({"git_commit": "1f4fbf8" * 5 + "12345", "git_dirty": False}, {})
+    monkeypatch.delenv("EMBPROF_GIT_COMMIT")
+    assert git_state(repo)[0]["git_commit"] != "1f4fbf8" * 5 + "12345"
 
 
 def test_driver_and_clocks_from_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

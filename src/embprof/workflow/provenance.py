@@ -42,14 +42,17 @@ def command_output(command: Sequence[str], cwd: str | os.PathLike[str] | None = 
     return done.stdout, ""
 
 
-# A checkout copied without its .git (a GPU host's copy of the working tree) names its commit here,
-# and in COPY_DIRTY_ENV whether its tracked files differ from it (0 or 1); git wins where it works.
+# A copy of a checkout (a GPU host's copy of the working tree) names the commit it was copied from
+# here, and in COPY_DIRTY_ENV whether its tracked files differed from it (0 or 1). The stamp wins
+# over git: a copy may carry no .git, or a stale one whose HEAD is not what was copied.
 COPY_COMMIT_ENV, COPY_DIRTY_ENV = "EMBPROF_GIT_COMMIT", "EMBPROF_GIT_DIRTY"
 
 
 def git_state(root: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The checkout's commit and whether tracked files differ from it (untracked files do not count,
-    as in ``git describe --dirty``)."""
+    as in ``git describe --dirty``); a copy's stamp (:data:`COPY_COMMIT_ENV`) first."""
+    if os.environ.get(COPY_COMMIT_ENV, "").strip():
+        return _copied_state("")
     commit, why = command_output(["git", "rev-parse", "HEAD"], cwd=root)
     if commit is None:
         return _copied_state(why)
