@@ -19,7 +19,9 @@ from embprof.plots.figures import dom_id, figure_div
 from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure
 from embprof.report.build import ReportInputs, build_report
+from embprof.results.busy import read_busy
 from embprof.results.layout import ResultsLayout
+from embprof.results.records import read_results
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 H200 = Path(__file__).resolve().parents[1] / "examples" / "h200"
@@ -67,8 +69,8 @@ def test_report_draws_every_figure_offline_without_console_errors(report, tmp_pa
 
 
 def test_the_h200_examples_report_holds_its_layout_at_1400_px(tmp_path):
-    """The H200 example's committed files as they are (per-op CSVs and sidecars from before issue
-    19, no status/): every figure drawn offline, the finding on the page, no table too wide."""
+    """The H200 example's committed files as they are (no status/): every figure drawn offline, the
+    step budget's figures on the page as the record and the sidecar hold them, no table too wide."""
     find_browser()
     index = build_report(ReportInputs(ResultsLayout(H200), tmp_path / "report"))
     html = index.read_text()
@@ -76,8 +78,10 @@ def test_the_h200_examples_report_holds_its_layout_at_1400_px(tmp_path):
     budget = html[html.index('<section id="budget">'):]
     row = next(r for r in re.findall(r"<tr>(.*?)</tr>", budget[: budget.index("</section>")], re.S)
                if cfr1 in r and ">dyn<" in r)
-    # 75.1 ms per step with the GPU busy 26.7 ms (the sidecar and the record; CHECKS.md agrees)
-    assert ">75.122<" in row and ">26.677<" in row and ">105.657<" in row
+    record = next(r for r in read_results(H200 / "benchmark_results.json") if r["label"] == cfr1)
+    sidecar = read_busy(H200 / "opcalls" / f"opcalls__{cfr1}.busy.json")
+    for value in (record["dyn_train_ms"], sidecar.ms_per_iter["dyn"], sidecar.range_ms_per_iter["dyn"]):
+        assert f">{value:.3f}<" in row
     assert "lru_cache_insert_kernel" in html and "[embedding]" in html
 
     check = asyncio.run(open_page(index, shot := screenshots(tmp_path) / "report_h200.png", max_height=2400))

@@ -4,6 +4,7 @@ the second doctored to make one config twice as slow, and a results folder of an
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from embprof.results.records import read_results, write_results
 from embprof.results.timings import TIMING_METRICS, timing_entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
-H200 = REPO / "examples" / "h200"  # a real run on an NVIDIA H200, from before provenance
+H200 = REPO / "examples" / "h200"  # a real run on an NVIDIA H200
 
 
 @pytest.fixture(scope="module")
@@ -78,13 +79,22 @@ def test_a_folder_doctored_twice_as_slow_fails_the_gate_and_names_the_config(
     assert f"| {GOOD_LABELS[1]} | dyn_train_ms |" in markdown.stdout
 
 
-def test_a_folder_from_another_environment_warns(two_runs: tuple[Path, Path]) -> None:
+def _warnings(done: subprocess.CompletedProcess[str]) -> list[str]:
+    assert done.returncode == 0, done.stderr
+    return [line.removeprefix("warning: ") for line in done.stdout.splitlines() if line.startswith("warning: ")]
+
+
+def test_a_folder_from_another_environment_warns(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
     _, second = two_runs
     done = diff(H200, second)
-    assert done.returncode == 0, done.stderr
-    warnings = [line.removeprefix("warning: ") for line in done.stdout.splitlines() if line.startswith("warning: ")]
+    warnings = _warnings(done)
     assert f"device differs: cuda in {H200}, cpu in {second}" in warnings
     assert f"timer differs: cuda_events in {H200}, cpu_time in {second}" in warnings
     assert f"torch differs: 2.11.0 in {H200}, {version('torch')} in {second}" in warnings
-    assert any(w.startswith(f"{H200} has no provenance") for w in warnings)
+    assert not any("has no provenance" in w for w in warnings)  # the example records where it ran
+    # The same run as a folder written before records carried provenance.
+    older = Path(shutil.copytree(H200, tmp_path / "before-provenance"))
+    records = json.loads((older / "benchmark_results.json").read_text())
+    (older / "benchmark_results.json").write_text(json.dumps([{k: v for k, v in r.items() if k != "provenance"} for r in records]))
+    assert any(w.startswith(f"{older} has no provenance") for w in _warnings(diff(older, second)))
     assert "no config metric timed in both runs (8 new, 40 removed)" in done.stdout  # seed vs smoke
