@@ -32,13 +32,18 @@ def _git(repo: Path, *args: str) -> None:
     )
 
 
-def test_git_commit_and_dirty_tree(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
+def _one_commit_repo(repo: Path) -> Path:
+    """A git checkout with one tracked file, a.py, committed."""
     repo.mkdir()
     _git(repo, "init", "-q")
     (repo / "a.py").write_text("x = 1\n")
     _git(repo, "add", "a.py")
     _git(repo, "commit", "-q", "-m", "one")
+    return repo
+
+
+def test_git_commit_and_dirty_tree(tmp_path: Path) -> None:
+    repo = _one_commit_repo(tmp_path / "repo")
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     assert git_state(repo) == ({"git_commit": head, "git_dirty": False}, {})
     (repo / "new.py").write_text("untracked files do not count\n")
@@ -59,12 +64,7 @@ def test_a_copied_checkout_names_its_commit(tmp_path: Path, monkeypatch: pytest.
     state, reasons = git_state(tmp_path)
     assert state["git_dirty"] is None and "EMBPROF_GIT_DIRTY" in reasons["git_dirty"]
     # A copy with a stale .git (its HEAD another commit, its files this one's): the stamp wins.
-    repo = tmp_path / "repo"
-    repo.mkdir()
-    _git(repo, "init", "-q")
-    (repo / "a.py").write_text("x = 1\n")
-    _git(repo, "add", "a.py")
-    _git(repo, "commit", "-q", "-m", "one")
+    repo = _one_commit_repo(tmp_path / "repo")
     monkeypatch.setenv("EMBPROF_GIT_DIRTY", "0")
     assert git_state(repo) == ({"git_commit": "1f4fbf8" * 5 + "12345", "git_dirty": False}, {})
     monkeypatch.delenv("EMBPROF_GIT_COMMIT")

@@ -51,21 +51,22 @@ COPY_COMMIT_ENV, COPY_DIRTY_ENV = "EMBPROF_GIT_COMMIT", "EMBPROF_GIT_DIRTY"
 def git_state(root: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The checkout's commit and whether tracked files differ from it (untracked files do not count,
     as in ``git describe --dirty``); a copy's stamp (:data:`COPY_COMMIT_ENV`) first."""
-    if os.environ.get(COPY_COMMIT_ENV, "").strip():
-        return _copied_state("")
+    stamped = _stamped_state()
+    if stamped is not None:
+        return stamped
     commit, why = command_output(["git", "rev-parse", "HEAD"], cwd=root)
     if commit is None:
-        return _copied_state(why)
+        return {"git_commit": None, "git_dirty": None}, {"git_commit": why, "git_dirty": why}
     status, why = command_output(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root)
     state = {"git_commit": commit.strip(), "git_dirty": None if status is None else bool(status.strip())}
     return state, ({"git_dirty": why} if status is None else {})
 
 
-def _copied_state(why_not_git: str) -> tuple[dict[str, Any], dict[str, str]]:
-    """The commit a copied checkout was stamped with (:data:`COPY_COMMIT_ENV`), else nulls with git's reason."""
+def _stamped_state() -> tuple[dict[str, Any], dict[str, str]] | None:
+    """The commit a copied checkout was stamped with (:data:`COPY_COMMIT_ENV`); None when unstamped."""
     commit = os.environ.get(COPY_COMMIT_ENV, "").strip()
     if not commit:
-        return {"git_commit": None, "git_dirty": None}, {"git_commit": why_not_git, "git_dirty": why_not_git}
+        return None
     dirty = os.environ.get(COPY_DIRTY_ENV, "").strip()
     if dirty in ("0", "1"):
         return {"git_commit": commit, "git_dirty": dirty == "1"}, {}
