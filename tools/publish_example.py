@@ -112,7 +112,8 @@ def draw(workdir: Path, config: Path, cores: int, logs: Path) -> None:
     checks = subprocess.run([sys.executable, "-m", "embprof", "checks", str(workdir / "results"),
                              "--out", str(workdir / "CHECKS.md")], capture_output=True, text=True, check=False)
     if checks.returncode != 0:
-        raise PublishError(f"embprof checks failed: {(checks.stderr or checks.stdout).strip().splitlines()[-1:]}")
+        last = ((checks.stderr or checks.stdout).strip().splitlines() or [f"exit {checks.returncode}"])[-1]
+        raise PublishError(f"embprof checks failed: {last}")
 
 
 def screenshot(report: Path, out: Path) -> None:
