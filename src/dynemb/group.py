@@ -35,7 +35,7 @@ from dynemb import kernels
 from dynemb.hash_table import BucketMap, Evicted
 from dynemb.initializers import GroupInitializer, Initializer
 from dynemb.layout import Layout
-from dynemb.optimizers import OptimizerParams, initial_state
+from dynemb.optimizers import OptimizerParams, initial_state, state_fill
 from dynemb.options import (
     DynamicEmbScoreStrategy,
     DynamicEmbTableOptions,
@@ -108,6 +108,11 @@ class TableGroup:
         self.misses = torch.zeros_like(self.hits)
         self.evictions = torch.zeros_like(self.hits)
         self.slot_dtype = torch.int32 if self.front.index.capacity < 2**31 else torch.int64
+        # Without a cache, and with initial values kernels can draw inline, a step's new ids are inserted
+        # without the host learning how many there are: the step never waits for the device.
+        drawable = self.initializer.draws is not None and self.eval_initializer.draws is not None
+        self.on_device = self.cache is None and drawable and self.storage.rows.mapped
+        self.state_fill = state_fill(optimizer, params)
         # The reference system's op names: a cache's find and insert are cache_lookup and cache_insert_evict.
         self.find_op = "storage_find" if self.cache is None else "cache_lookup"
         self.insert_op = "storage_insert" if self.cache is None else "cache_insert_evict"
@@ -125,6 +130,8 @@ class TableGroup:
     def lookup(self, batch: GroupBatch, pooling: PoolingMode) -> tuple[torch.Tensor, BatchPlan]:
         """Training forward of the group's batch: output in TBE layout, and each index's slot for backward."""
         self.scores.tick()
+        if self.on_device:
+            return self._lookup_on_device(batch, pooling)
         slots, buckets, per_index, ordered, missing = self._find_and_read(batch, pooling, touch=True)
         spilled = False
         if missing.numel():
@@ -145,9 +152,71 @@ class TableGroup:
         if missing.numel():
             self._insert(batch, slots, buckets, missing)
 
+    def _lookup_on_device(self, batch: GroupBatch, pooling: PoolingMode) -> tuple[torch.Tensor, BatchPlan]:
+        """``lookup`` without a host sync: the find claims a pending entry for each absent id, the insert runs
+        over the batch (``BucketedHashTable.insert_new``), and the absent indices' values and slots are filled
+        in afterwards. Backward sorts the slots (they changed after any read's sort)."""
+        index, rows = self.storage.index, self.storage.rows
+        with op_range(self.find_op):
+            slots, buckets, table, entry, per_index = index.find_or_claim(
+                batch.indices, batch.offsets, batch.batch_size, True, self.scores.clock, self.counts_accesses, self.hits, self.misses,
+                claim=True, **self._fused_read(pooling),
+            )
+        per_index = self._read_host_rows(slots, per_index)
+        with op_range(self.insert_op):
+            index.insert_new(
+                slots, buckets, entry, table, batch.indices, self.evictions, rows.parts(), self.initializer.draws, self.state_fill,
+                self.dim, self.scores.clock, self.counts_accesses,
+            )
+        with op_range("initializer"):
+            fresh = self._fresh_target(per_index, slots)
+            kernels.fresh_rows(batch.indices, slots, entry, index.pending.target, table, self.initializer.draws, fresh)
+        with op_range("gather_embedding"):
+            output = self._output(per_index, slots, batch, pooling, fresh)
+        return output, BatchPlan(batch, slots, self.version, None, False)
+
+    def _fused_read(self, pooling: PoolingMode) -> dict:
+        """The find's own read of each index's embedding: for pooling NONE from device rows (else none)."""
+        rows = self.front.rows
+        return {"rows": rows.parts(), "columns": self.dim} if pooling is PoolingMode.NONE and rows.device_only else {}
+
+    def _read_host_rows(self, slots: torch.Tensor, per_index: torch.Tensor | None) -> torch.Tensor | None:
+        """Per-index rows where some live in host memory (each distinct row read once, by a sort of the slots)."""
+        rows = self.front.rows
+        if rows.device_only:
+            return per_index
+        with op_range("segmented_unique"):
+            ordered = torch.sort(slots.to(self.slot_dtype))
+        with op_range("gather_embedding"):
+            return rows.gather_unique(*ordered, self.dim)
+
+    def _fresh_target(self, per_index: torch.Tensor | None, slots: torch.Tensor) -> torch.Tensor:
+        """Where absent indices' initial values go: their per-index rows, else a scratch the pooling reads for
+        indices left without a slot."""
+        if per_index is not None:
+            return per_index
+        return torch.empty(slots.numel(), self.dim, dtype=torch.float32, device=self.device)
+
+    def _eval_on_device(self, batch: GroupBatch, pooling: PoolingMode) -> torch.Tensor:
+        """``eval_lookup`` without a host sync: unknown ids' eval values are drawn in place."""
+        index = self.storage.index
+        with op_range(self.find_op):
+            slots, _, table, _, per_index = index.find_or_claim(
+                batch.indices, batch.offsets, batch.batch_size, False, 0, False, self.hits, self.misses, claim=False,
+                **self._fused_read(pooling),
+            )
+        per_index = self._read_host_rows(slots, per_index)
+        with op_range("initializer"):
+            fresh = self._fresh_target(per_index, slots)
+            kernels.fresh_rows(batch.indices, slots, None, None, table, self.eval_initializer.draws, fresh)
+        with op_range("gather_embedding"):
+            return self._output(per_index, slots, batch, pooling, fresh)
+
     def eval_lookup(self, batch: GroupBatch, pooling: PoolingMode) -> torch.Tensor:
         """Eval forward: stored rows, the eval initializer's values for unknown ids; nothing inserted, no score or
         counter touched."""
+        if self.on_device:
+            return self._eval_on_device(batch, pooling)
         slots, _, per_index, _, missing = self._find_and_read(batch, pooling, touch=False)
         if missing.numel():
             if per_index is None:
@@ -280,18 +349,22 @@ class TableGroup:
         per_index[missing] = fresh
         return per_index
 
-    def _output(self, per_index: torch.Tensor | None, slots: torch.Tensor, batch: GroupBatch, pooling: PoolingMode) -> torch.Tensor:
+    def _output(
+        self, per_index: torch.Tensor | None, slots: torch.Tensor, batch: GroupBatch, pooling: PoolingMode, fresh: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """NONE: the per-index rows. SUM/MEAN: ``[batch, tables * dim]``, bag ``(t, b)`` into row ``b``, columns
-        of table ``t``, summed from ``per_index`` where given, else straight from the device rows."""
+        of table ``t``, summed from ``per_index`` where given, else straight from the device rows (an index
+        without a slot from its row of ``fresh`` where given, else from the spare row)."""
         if pooling is PoolingMode.NONE:
             return per_index
         if per_index is None:
-            source, inverse = self.front.rows.device_part[:, : self.dim], self.front.index.or_spare(slots)
+            source = self.front.rows.device_part[:, : self.dim]
+            inverse = slots if fresh is not None else self.front.index.or_spare(slots)
         else:
-            source, inverse = per_index, torch.arange(slots.numel(), device=self.device)
+            source, inverse, fresh = per_index, torch.arange(slots.numel(), device=self.device), None
         tables, size = len(self.layouts), batch.batch_size
         bags = torch.empty(tables * size, self.dim, dtype=torch.float32, device=self.device)
-        kernels.pool_rows(source, inverse, batch.offsets, pooling, bags)
+        kernels.pool_rows(source, inverse, batch.offsets, pooling, bags, fresh)
         return bags.view(tables, size, self.dim).transpose(0, 1).reshape(size, tables * self.dim)
 
     # --- backward ---------------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from itertools import accumulate
 import torch
 
 from dynemb import kernels
-from dynemb.kernels.operands import BucketTensors
+from dynemb.kernels.operands import BucketTensors, DrawTables, PendingArrays, RowParts
 
 
 @dataclass(frozen=True)
@@ -150,6 +150,20 @@ class BucketedHashTable:
         self.occupied = self._occupied[:-1].view(self.num_buckets, bucket_capacity)
         # Bumped whenever slots change owner: lets callers know if saved slots are stale.
         self.version = 0
+        self._pending: PendingArrays | None = None
+
+    @property
+    def pending(self) -> PendingArrays:
+        """The scratch where a training lookup collects its new ids (allocated at the first one)."""
+        if self._pending is None:
+            length = self.capacity + 1
+            self._pending = PendingArrays(
+                torch.full((length,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device),
+                torch.zeros(length, dtype=torch.int32, device=self.device),
+                torch.zeros(length, dtype=torch.int64, device=self.device),
+                torch.full((length,), -1, dtype=torch.int64, device=self.device),
+            )
+        return self._pending
 
     @property
     def capacity(self) -> int:
@@ -187,6 +201,39 @@ class BucketedHashTable:
             keys, table, offsets, batch_size, self.bucket_tensors, self._keys, self._occupied, self._scores, self.bucket_capacity,
             clock, add_counts, touch, counters, counters if misses is None else misses,
         )
+
+    def find_or_claim(
+        self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, touch: bool, clock: int, add_counts: bool,
+        hits: torch.Tensor, misses: torch.Tensor, claim: bool, rows: RowParts | None = None, columns: int = 0,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """``find_batch`` that also gives each index's table, with ``claim`` each absent id's pending entry (for
+        ``insert_new``), and with ``rows`` (device rows) each index's first ``columns``: (slots, buckets, table,
+        entry, rows read)."""
+        return kernels.find_or_claim(
+            indices, offsets, batch_size, self.bucket_tensors, self._keys, self._occupied, self._scores, self.bucket_capacity,
+            clock, add_counts, touch, hits, misses, self.pending if claim else None, rows, columns,
+        )
+
+    def insert_new(
+        self, slots: torch.Tensor, buckets: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, keys: torch.Tensor,
+        evictions: torch.Tensor, parts: RowParts, draws: DrawTables, state_fill: float, dim: int, clock: int, lfu: bool,
+    ) -> None:
+        """Insert the ids ``find_or_claim`` found absent, each once, with their initial rows (into ``parts``), and
+        count evictions per table; the indices' ``slots`` are left as found (``kernels.fresh_rows`` fills them in).
+
+        Placement is ``insert``'s (the new ids of a bucket ranked by id), and slots in ``slots``
+        are protected. How many ids are new only the device
+        knows: every step here runs over the batch or loops to a device count, so nothing
+        waits for the host.
+        """
+        pending = self.pending
+        reps, count = kernels.compact_new(entry, pending)
+        protect = self.or_spare(slots)
+        self._protected[protect] = True
+        kernels.place_new(reps, count, buckets, entry, table, pending, self._occupied, self._scores, self._protected, evictions, self.bucket_capacity)
+        self._protected[protect] = False
+        kernels.write_new(reps, count, keys, entry, table, pending, self._keys, self._scores, self._occupied, parts, draws, state_fill, dim, clock, lfu)
+        self.version += 1
 
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
         """Scores at ``slots``; 0 for slot -1."""

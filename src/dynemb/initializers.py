@@ -19,6 +19,7 @@ import torch
 
 from dynemb import kernels
 from dynemb.hashing import random_bits, seed_word, uniform_open
+from dynemb.kernels.operands import DrawTables
 from dynemb.options import DynamicEmbInitializerArgs, DynamicEmbInitializerMode
 
 Number = float | torch.Tensor  # one value, or one per key
@@ -120,8 +121,21 @@ class GroupInitializer:
         self.parameters = DrawParameters(*(
             values[0] if len(set(values)) == 1 else torch.tensor(values, dtype=torch.float32, device=device) for values in columns
         ))
+        self.draws = self._kernel_draws(initializers, device)
 
     def __call__(self, keys: torch.Tensor, table: torch.Tensor, dim: int) -> torch.Tensor:
         """``[len(keys), dim]`` initial values, key ``i`` drawn as table ``table[i]``'s initializer would."""
         per_key = DrawParameters(*(p[table] if isinstance(p, torch.Tensor) else p for p in self.parameters))
         return draw(self.mode, keys, dim, self.seed_words[table], per_key)
+
+    def _kernel_draws(self, initializers: list[Initializer], device: torch.device) -> DrawTables | None:
+        """UNIFORM and CONSTANT as ``lower + span * u`` per table, the form kernels draw inline; None for the normals."""
+        if self.mode is DynamicEmbInitializerMode.UNIFORM:
+            lower, span = [i.lower for i in initializers], [i.upper - i.lower for i in initializers]
+        elif self.mode is DynamicEmbInitializerMode.CONSTANT:
+            lower, span = [i.args.value for i in initializers], [0.0] * len(initializers)
+        else:
+            return None
+        return DrawTables(
+            self.seed_words, torch.tensor(lower, dtype=torch.float32, device=device), torch.tensor(span, dtype=torch.float32, device=device),
+        )

@@ -66,11 +66,14 @@ def state_fields(optimizer: EmbOptimType, dim: int) -> dict[str, tuple[int, int]
     }[optimizer]
 
 
+def state_fill(optimizer: EmbOptimType, params: OptimizerParams) -> float:
+    """Every state column's value in a fresh row: accumulators start at ``initial_accumulator_value``, moments at 0."""
+    return params.initial_accumulator_value if optimizer in (EmbOptimType.EXACT_ADAGRAD, EmbOptimType.EXACT_ROWWISE_ADAGRAD) else 0.0
+
+
 def initial_state(optimizer: EmbOptimType, count: int, dim: int, params: OptimizerParams, device: torch.device) -> torch.Tensor:
-    """State part of ``count`` fresh rows: accumulators start at ``initial_accumulator_value``, moments at 0."""
-    width = state_width(optimizer, dim)
-    fill = params.initial_accumulator_value if optimizer in (EmbOptimType.EXACT_ADAGRAD, EmbOptimType.EXACT_ROWWISE_ADAGRAD) else 0.0
-    return torch.full((count, width), fill, dtype=torch.float32, device=device)
+    """State part of ``count`` fresh rows (``state_fill``)."""
+    return torch.full((count, state_width(optimizer, dim)), state_fill(optimizer, params), dtype=torch.float32, device=device)
 
 
 def update_rows(optimizer: EmbOptimType, rows: torch.Tensor, grads: torch.Tensor, params: OptimizerParams, step: int) -> None:

@@ -60,7 +60,8 @@ class RowStore:
         """Kernels reach every row where it is (no copies)."""
         return self.device_only or self._host_view is not None
 
-    def _parts(self) -> RowParts:
+    def parts(self) -> RowParts:
+        """Every row as the kernels address it (mapped stores only)."""
         if self.device_only:
             return RowParts(self.device_part, self.device_part, self.split, self.spare)
         host = self._host_view
@@ -70,7 +71,7 @@ class RowStore:
         """The first ``columns`` (default: all) of each slot's row, on the device; the spare row for -1."""
         columns = self.width if columns is None else columns
         if self.mapped:
-            return kernels.gather_rows(self._parts(), slots, columns)
+            return kernels.gather_rows(self.parts(), slots, columns)
         out = torch.empty(slots.numel(), columns, dtype=torch.float32, device=self.device)
         local, remote, host_rows = self._split(slots)
         out[local] = kernels.gather_rows(self._device_parts(), slots[local], columns)
@@ -81,7 +82,7 @@ class RowStore:
         """``gather(slots, columns)`` given the slots sorted (``sorted_slots[j]`` is index ``order[j]``'s): each
         distinct host row crosses the bus about once, however often the batch repeats its id."""
         if self.mapped:
-            return kernels.gather_unique(self._parts(), sorted_slots, order, columns)
+            return kernels.gather_unique(self.parts(), sorted_slots, order, columns)
         unique, inverse = torch.unique_consecutive(sorted_slots, return_inverse=True)
         out = torch.empty(sorted_slots.numel(), columns, dtype=torch.float32, device=self.device)
         out[order] = self.gather(unique, columns)[inverse]
@@ -90,7 +91,7 @@ class RowStore:
     def scatter(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
         """Write full rows at each slot's row (slot -1: the spare row)."""
         if self.mapped:
-            kernels.scatter_rows(self._parts(), slots, rows)
+            kernels.scatter_rows(self.parts(), slots, rows)
             return
         local, remote, host_rows = self._split(slots)
         kernels.scatter_rows(self._device_parts(), slots[local], rows[local])
@@ -106,7 +107,7 @@ class RowStore:
         the same kernel, and written back.
         """
         if self.mapped:
-            kernels.reduce_and_update(optimizer, self._parts(), sorted_slots, order, index_grads, params, step)
+            kernels.reduce_and_update(optimizer, self.parts(), sorted_slots, order, index_grads, params, step)
             return
         unique, inverse = torch.unique_consecutive(sorted_slots, return_inverse=True)
         stage = self.gather(unique)  # row i: the i-th distinct slot's (slot -1's too: the spare row)

@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from dynemb.kernels.operands import BucketTensors, RowParts
+from dynemb.kernels.operands import BucketTensors, DrawTables, PendingArrays, RowParts
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -127,9 +127,11 @@ def scatter_rows(parts: RowParts, slots: torch.Tensor, values: torch.Tensor) -> 
     _run("scatter_rows", parts.device, parts, slots, values)
 
 
-def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
+def pool_rows(
+    emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor, fresh: torch.Tensor | None = None,
+) -> None:
     """Pooled SUM/MEAN of bags of ``emb`` rows into ``out`` (see ``torch_ops.pool_rows``)."""
-    _run("pool_rows", emb, emb, inverse, offsets, mode, out)
+    _run("pool_rows", emb, emb, inverse, offsets, mode, out, fresh)
 
 
 def uniform_rows(
@@ -147,3 +149,48 @@ def place_keys(
     return _run(
         "place_keys", keys, sorted_buckets, rank, order, keys, scores, table_keys, table_scores, occupied, protected, bucket_capacity,
     )
+
+
+def find_or_claim(
+    keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
+    occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
+    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, rows: RowParts | None, columns: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """A TBE batch's find with each index's table, claimed pending entries and read rows (see ``torch_ops.find_or_claim``)."""
+    return _run(
+        "find_or_claim", keys, keys, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock,
+        add_counts, touch, hits, misses, pending, rows, columns,
+    )
+
+
+def compact_new(entry: torch.Tensor, pending: PendingArrays) -> tuple[torch.Tensor, torch.Tensor]:
+    """Batch positions of the new ids and their count, a device scalar (see ``torch_ops.compact_new``)."""
+    return _run("compact_new", entry, entry, pending)
+
+
+def place_new(
+    reps: torch.Tensor, count: torch.Tensor, buckets: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
+    occupied: torch.Tensor, table_scores: torch.Tensor, protected: torch.Tensor, evictions: torch.Tensor, bucket_capacity: int,
+) -> None:
+    """Plan the new ids' slots (see ``torch_ops.place_new``)."""
+    _run("place_new", reps, reps, count, buckets, entry, table, pending, occupied, table_scores, protected, evictions, bucket_capacity)
+
+
+def write_new(
+    reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
+    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, parts: RowParts, draws: DrawTables,
+    state_fill: float, dim: int, clock: int, lfu: bool,
+) -> None:
+    """Store the planned new ids with initial rows (see ``torch_ops.write_new``)."""
+    _run(
+        "write_new", reps, reps, count, keys, entry, table, pending, table_keys, table_scores, occupied, parts, draws, state_fill,
+        dim, clock, lfu,
+    )
+
+
+def fresh_rows(
+    keys: torch.Tensor, slots: torch.Tensor, entry: torch.Tensor | None, target: torch.Tensor | None, table: torch.Tensor,
+    draws: DrawTables, dst: torch.Tensor,
+) -> None:
+    """Initial values (and new slots) of the absent indices (see ``torch_ops.fresh_rows``)."""
+    _run("fresh_rows", keys, keys, slots, entry, target, table, draws, dst)

@@ -41,3 +41,30 @@ class BucketTensors(NamedTuple):
     device_buckets: torch.Tensor
     device_base: torch.Tensor
     host_base: torch.Tensor
+
+
+class PendingArrays(NamedTuple):
+    """Scratch per slot of a hash table where one training lookup collects the ids it did not find.
+
+    Row ``bucket`` (entries ``bucket * capacity + j``) holds that bucket's new ids of
+    the batch in ascending order, the smallest ``capacity`` of them (``keys``; the
+    int64 maximum where unused): entry ``j`` is the bucket's ``j``-th new id, the rank
+    the insert places it by. ``owner`` is the batch position (plus one) that carries
+    the id into the table (0: none yet), ``uses`` its count in the batch, ``target``
+    the slot the insert gave it (-1: none). Every array has a spare last entry; all
+    but ``target`` are reset after each insert.
+    """
+
+    keys: torch.Tensor  # int64
+    owner: torch.Tensor  # int32
+    uses: torch.Tensor  # int64
+    target: torch.Tensor  # int64
+
+
+class DrawTables(NamedTuple):
+    """A group's UNIFORM or CONSTANT initializer as kernels draw it, one entry per table: a value is
+    ``lower + span * u`` with ``u`` the uniform of (seed, id, column) (CONSTANT: ``span`` 0)."""
+
+    seed_words: torch.Tensor  # int64
+    lower: torch.Tensor  # float32
+    span: torch.Tensor  # float32

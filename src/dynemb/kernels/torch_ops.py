@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from dynemb.hashing import bucket_of, random_bits, uniform_open
-from dynemb.kernels.operands import BucketTensors, RowParts
+from dynemb.kernels.operands import BucketTensors, DrawTables, PendingArrays, RowParts
 from dynemb.optimizers import OptimizerParams, update_rows
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -135,10 +135,16 @@ def reduce_and_update(
     scatter_rows(parts, slots, updated)
 
 
-def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
-    """``out[b] = sum (MEAN: mean) of emb[inverse[j]]`` for ``j`` in bag ``b`` (``offsets`` ``[bags + 1]``, from any start)."""
+def pool_rows(
+    emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor, fresh: torch.Tensor | None = None,
+) -> None:
+    """``out[b] = sum (MEAN: mean) of emb[inverse[j]]`` for ``j`` in bag ``b`` (``offsets`` ``[bags + 1]``, from any start);
+    with ``fresh``, an index ``j`` whose ``inverse`` is negative takes ``fresh[j]`` instead."""
     lengths = offsets[1:] - offsets[:-1]
-    pooled = torch.segment_reduce(emb[inverse], "sum", lengths=lengths, unsafe=True, initial=0.0)
+    values = emb[inverse.clamp(min=0)]
+    if fresh is not None:
+        values = torch.where((inverse < 0).unsqueeze(1), fresh, values)
+    pooled = torch.segment_reduce(values, "sum", lengths=lengths, unsafe=True, initial=0.0)
     if mode is PoolingMode.MEAN:
         pooled = pooled / lengths.clamp(min=1).unsqueeze(1).to(pooled.dtype)
     out.copy_(pooled)
@@ -155,24 +161,8 @@ def place_keys(
     never. Per-slot arrays are flat with a spare last entry. Returns, per sorted key,
     its slot (-1: no slot left) and what it evicted (mask, key, score).
     """
-    n = sorted_buckets.numel()
-    cap = bucket_capacity
+    sorted_slots, placed = _plan_slots(sorted_buckets, rank, table_scores, occupied, protected, bucket_capacity)
     spare = occupied.numel() - 1
-    if n * cap <= _ROWS_PER_KEY_LIMIT:
-        # Each key reads its own bucket's row: no compaction, no host sync.
-        rows, row_of_key = sorted_buckets, torch.arange(n, device=keys.device)
-    else:
-        # A bulk insert (a checkpoint load): one row per touched bucket bounds memory.
-        rows, counts = torch.unique_consecutive(sorted_buckets, return_counts=True)
-        row_of_key = torch.repeat_interleave(torch.arange(rows.numel(), device=keys.device), counts, output_size=n)
-    per_bucket = spare // cap
-    priority = torch.where(occupied[:spare].view(per_bucket, cap)[rows], table_scores[:spare].view(per_bucket, cap)[rows], _INT64_MIN)
-    priority = torch.where(protected[:spare].view(per_bucket, cap)[rows], _INT64_MAX, priority)
-    ordered_priority, candidate = torch.sort(priority, dim=1, stable=True)
-    eligible = (ordered_priority != _INT64_MAX).sum(dim=1)
-    placed = rank < eligible[row_of_key]
-    position = candidate[row_of_key, rank.clamp(max=cap - 1)]
-    sorted_slots = torch.where(placed, sorted_buckets * cap + position, -1)
     target = torch.where(placed, sorted_slots, spare)
     evicted = (occupied[target], table_keys[target], table_scores[target])
     table_keys[target] = keys[order]
@@ -180,6 +170,143 @@ def place_keys(
     occupied[target] = True
     occupied[spare] = False
     return sorted_slots, *evicted
+
+
+def _plan_slots(
+    buckets: torch.Tensor, rank: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor,
+    bucket_capacity: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(slot, placed) of each new key, the ``rank[i]``-th of bucket ``buckets[i]`` (ascending where many)."""
+    n = buckets.numel()
+    cap = bucket_capacity
+    spare = occupied.numel() - 1
+    if n * cap <= _ROWS_PER_KEY_LIMIT:
+        # Each key reads its own bucket's row: no compaction, no host sync.
+        rows, row_of_key = buckets, torch.arange(n, device=buckets.device)
+    else:
+        # A bulk insert (a checkpoint load): one row per touched bucket bounds memory.
+        rows, counts = torch.unique_consecutive(buckets, return_counts=True)
+        row_of_key = torch.repeat_interleave(torch.arange(rows.numel(), device=buckets.device), counts, output_size=n)
+    per_bucket = spare // cap
+    priority = torch.where(occupied[:spare].view(per_bucket, cap)[rows], table_scores[:spare].view(per_bucket, cap)[rows], _INT64_MIN)
+    priority = torch.where(protected[:spare].view(per_bucket, cap)[rows], _INT64_MAX, priority)
+    ordered_priority, candidate = torch.sort(priority, dim=1, stable=True)
+    eligible = (ordered_priority != _INT64_MAX).sum(dim=1)
+    placed = rank < eligible[row_of_key]
+    position = candidate[row_of_key, rank.clamp(max=cap - 1)]
+    return torch.where(placed, buckets * cap + position, -1), placed
+
+
+def find_or_claim(
+    keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
+    occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
+    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, rows: RowParts | None, columns: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """``find`` of a TBE batch, with each index's table; with ``pending``, each absent key's pending entry
+    (``entry``; entry ``bucket * capacity + j`` holds the bucket's ``j``-th new key by id, -1 for keys past
+    the ``bucket_capacity``-th), filling ``pending``'s ``keys`` and ``uses``; with ``rows``, each index's
+    first ``columns`` (the spare row where absent)."""
+    n = keys.numel()
+    bounds = offsets[::batch_size].contiguous()
+    table = torch.searchsorted(bounds, torch.arange(n, device=keys.device), right=True) - 1
+    slots, buckets = find(
+        keys, table, None, 0, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch, hits, misses,
+    )
+    entry = None
+    if pending is not None:
+        entry = torch.full_like(slots, -1)
+        absent = torch.nonzero(slots < 0).squeeze(1)
+        if absent.numel():
+            _claim(keys[absent], buckets[absent], absent, entry, pending, bucket_capacity)
+    out = None if rows is None else gather_rows(rows, slots, columns)
+    return slots, buckets, table, entry, out
+
+
+def _claim(keys: torch.Tensor, buckets: torch.Tensor, positions: torch.Tensor, entry: torch.Tensor, pending: PendingArrays, cap: int) -> None:
+    """Pending entries of the absent keys at ``positions`` (ascending), as ``find_or_claim`` describes."""
+    by_key = torch.sort(keys, stable=True).indices
+    order = by_key[torch.sort(buckets[by_key], stable=True).indices]  # (bucket, key); positions ascending within
+    sorted_keys, sorted_buckets = keys[order], buckets[order]
+    starts = torch.ones_like(sorted_keys, dtype=torch.bool)
+    starts[1:] = (sorted_keys[1:] != sorted_keys[:-1]) | (sorted_buckets[1:] != sorted_buckets[:-1])
+    group = torch.cumsum(starts, 0) - 1
+    first, bucket = positions[order][starts], sorted_buckets[starts]
+    j = torch.arange(first.numel(), device=first.device) - torch.searchsorted(bucket, bucket)
+    claimed = torch.where(j < cap, bucket * cap + j, -1)
+    entry[positions[order]] = claimed[group]
+    kept = claimed >= 0
+    pending.keys[claimed[kept]] = sorted_keys[starts][kept]
+    pending.uses[claimed[kept]] = torch.bincount(group, minlength=first.numel())[kept]
+
+
+def compact_new(entry: torch.Tensor, pending: PendingArrays) -> tuple[torch.Tensor, torch.Tensor]:
+    """(positions, count): one batch position per new id (its first index), and how many (a one-entry tensor)."""
+    claiming = torch.nonzero(entry >= 0).squeeze(1)
+    by_entry = torch.sort(entry[claiming], stable=True)
+    starts = torch.ones_like(by_entry.values, dtype=torch.bool)
+    starts[1:] = by_entry.values[1:] != by_entry.values[:-1]
+    reps = claiming[by_entry.indices[starts]]
+    return reps, torch.tensor([reps.numel()], dtype=torch.int64, device=entry.device)
+
+
+def place_new(
+    reps: torch.Tensor, count: torch.Tensor, buckets: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
+    occupied: torch.Tensor, table_scores: torch.Tensor, protected: torch.Tensor, evictions: torch.Tensor, bucket_capacity: int,
+) -> None:
+    """Plan the slot of each of the first ``count`` new ids at ``reps`` into ``pending.target``: the ``r``-th new
+    id of a bucket by id (its entry's place in the pending row) takes the ``r``-th slot as ``place_keys`` picks
+    it, ``insert``'s order. Writes nothing else to the table; adds each table's evictions to ``evictions``."""
+    reps = reps[: int(count[0])]
+    cap = bucket_capacity
+    bucket = buckets[reps]
+    rank = entry[reps] - bucket * cap
+    order = torch.sort(bucket, stable=True).indices  # the planner reads a bucket's row once where many keys share it
+    slots, placed = _plan_slots(bucket[order], rank[order], table_scores, occupied, protected, cap)
+    target = torch.empty_like(slots)
+    target[order] = slots
+    pending.target[entry[reps]] = target
+    evicts = torch.zeros_like(placed)
+    evicts[order] = placed & occupied[torch.where(placed, slots, 0)]
+    evictions.index_add_(0, table[reps], evicts.to(evictions.dtype))
+
+
+def write_new(
+    reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
+    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, parts: RowParts, draws: DrawTables,
+    state_fill: float, dim: int, clock: int, lfu: bool,
+) -> None:
+    """Store the new ids ``place_new`` planned (key, score: their uses with ``lfu``, else ``clock``; initial row
+    with every state column ``state_fill``) and reset their pending entries."""
+    reps = reps[: int(count[0])]
+    at = entry[reps]
+    target = pending.target[at]
+    placed = torch.nonzero(target >= 0).squeeze(1)
+    slots, new_keys, tables = target[placed], keys[reps[placed]], table[reps[placed]]
+    table_keys[slots] = new_keys
+    table_scores[slots] = pending.uses[at[placed]] if lfu else clock
+    occupied[slots] = True
+    rows = torch.full((placed.numel(), parts.width), state_fill, dtype=torch.float32, device=keys.device)
+    rows[:, :dim] = uniform_rows(new_keys, dim, draws.seed_words[tables], draws.lower[tables], draws.span[tables])
+    scatter_rows(parts, slots, rows)
+    pending.keys[at] = _INT64_MAX
+    pending.owner[at] = 0
+    pending.uses[at] = 0
+
+
+def fresh_rows(
+    keys: torch.Tensor, slots: torch.Tensor, entry: torch.Tensor | None, target: torch.Tensor | None, table: torch.Tensor,
+    draws: DrawTables, dst: torch.Tensor,
+) -> None:
+    """For each index with slot -1: its key's initial values into its row of ``dst`` and, given ``entry`` and
+    ``target``, the slot its new id got (-1 where none)."""
+    absent = torch.nonzero(slots < 0).squeeze(1)
+    if absent.numel() == 0:
+        return
+    if entry is not None:
+        claimed = entry[absent]
+        slots[absent] = torch.where(claimed >= 0, target[claimed.clamp(min=0)], -1)
+    tables = table[absent]
+    dst[absent] = uniform_rows(keys[absent], dst.shape[1], draws.seed_words[tables], draws.lower[tables], draws.span[tables])
 
 
 def uniform_rows(
@@ -196,4 +323,7 @@ def uniform_rows(
     return lower + span * uniform_open(random_bits(keys, dim, seed_words), 40)
 
 
-__all__ = ["find", "gather_rows", "gather_unique", "place_keys", "pool_rows", "reduce_and_update", "scatter_rows", "table_buckets", "uniform_rows"]
+__all__ = [
+    "compact_new", "find", "find_or_claim", "fresh_rows", "gather_rows", "gather_unique", "place_keys", "place_new", "pool_rows",
+    "reduce_and_update", "scatter_rows", "table_buckets", "uniform_rows", "write_new",
+]

@@ -38,7 +38,7 @@ import torch
 import triton
 import triton.language as tl
 
-from dynemb.kernels.operands import BucketTensors, RowParts
+from dynemb.kernels.operands import BucketTensors, DrawTables, PendingArrays, RowParts
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -113,12 +113,34 @@ def _touch(scores_ptr, slot, hit, increments, clock, BLOCK: tl.constexpr, ADD_CO
 
 # Batch lengths and the clock change every step: kernels are not specialized on them
 # (Triton would otherwise compile a variant for values divisible by 16, or equal to 1).
-@triton.jit(do_not_specialize=["n", "batch_size", "clock"])
+@triton.jit
+def _carry_in(query, absent, bucket, pending_ptr, CAP: tl.constexpr):
+    """Insert each absent key into its bucket's row of pending keys, kept ascending: walking the row, an entry
+    keeps the smaller of its key and the one carried (``atomic_min``) and the larger is carried on; a key
+    stops where it finds itself or an unused entry, and keys carried past the row's end are left out. As
+    entries only ever decrease, a key never lands twice, and the row ends as the bucket's smallest new keys
+    in order, however the lanes interleave."""
+    carried = query
+    active = absent
+    j = 0
+    going = tl.max(active.to(tl.int32), axis=0) > 0
+    while going:
+        old = tl.atomic_min(pending_ptr + bucket * CAP + j, carried, mask=active)
+        done = active & ((old == carried) | (old == _HIGHEST))
+        carried = tl.where(active & (old > carried), old, carried)
+        active = active & (done == 0)
+        j += 1
+        going = (tl.max(active.to(tl.int32), axis=0) > 0) & (j < CAP)
+
+
+@triton.jit(do_not_specialize=["n", "batch_size", "clock", "spare"])
 def _find_kernel(
     query_ptr, n, table_ptr, offsets_ptr, batch_size, num_tables, num_buckets_ptr, device_buckets_ptr, device_base_ptr, host_base_ptr,
     keys_ptr, occupied_ptr, scores_ptr, slot_ptr, bucket_ptr, clock, hits_ptr, misses_ptr,
+    table_out_ptr, pending_ptr, spare, rows_ptr, row_stride, out_ptr,
     CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, SEARCH_STEPS: tl.constexpr, TABLES: tl.constexpr,
-    TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr,
+    TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr, WRITE_TABLE: tl.constexpr, CLAIM: tl.constexpr, GATHER: tl.constexpr,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr,
 ):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n
@@ -156,6 +178,16 @@ def _find_kernel(
         else:
             tl.atomic_add(hits_ptr + table, hit.to(tl.int64), mask=valid)
             tl.atomic_add(misses_ptr + table, (hit == 0).to(tl.int64), mask=valid)
+    if WRITE_TABLE:
+        tl.store(table_out_ptr + offs, table, mask=valid)
+    if CLAIM:
+        _carry_in(query, valid & (result < 0), bucket, pending_ptr, CAP)
+    if GATHER:  # device rows: each index's embedding read as soon as its slot is known (absent: the spare row)
+        cols = tl.arange(0, BLOCK_D)
+        mask = valid[:, None] & (cols[None, :] < DIM)
+        row = tl.where(result >= 0, result, spare)
+        values = tl.load(rows_ptr + row[:, None] * row_stride + cols[None, :], mask=mask, other=0.0)
+        tl.store(out_ptr + offs.to(tl.int64)[:, None] * DIM + cols[None, :], values, mask=mask)
 
 
 def find(
@@ -169,15 +201,82 @@ def find(
     buckets = torch.empty(n, dtype=torch.int64, device=keys.device)
     if n == 0:
         return slots, buckets
+    _launch_find(
+        keys, table, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch,
+        hits, misses, slots, buckets,
+    )
+    return slots, buckets
+
+
+def _launch_find(
+    keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, maps: BucketTensors,
+    table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
+    clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor, slots: torch.Tensor, buckets: torch.Tensor,
+    table_out: torch.Tensor | None = None, pending: PendingArrays | None = None, gather: tuple[RowParts, torch.Tensor] | None = None,
+) -> None:
+    """The probe kernel; ``table_out``: where to write each key's table; ``pending``: the area absent keys are
+    carried into; ``gather``: (device rows, output) to read each index's embedding in the same pass."""
+    n = keys.numel()
     tables = maps.num_buckets.numel()
     mode = 1 if table is not None else 2 if offsets is not None else 0
+    rows, out = (gather[0].device, gather[1]) if gather is not None else (table_keys, keys)
+    dim = out.shape[1] if gather is not None else 1
+    spare = table_keys.numel() - 1
     _find_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
         keys, n, keys if table is None else table, keys if offsets is None else offsets, batch_size, tables, *maps,
         table_keys, occupied.view(torch.uint8), table_scores, slots, buckets, clock, hits, misses,
+        keys if table_out is None else table_out, keys if pending is None else pending.keys, spare, rows, rows.stride(0), out,
         CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
         SEARCH_STEPS=max(1, (tables - 1).bit_length()), TABLES=mode, TOUCH=touch, ADD_COUNTS=add_counts,
+        WRITE_TABLE=table_out is not None, CLAIM=pending is not None, GATHER=gather is not None, DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)),
     )
-    return slots, buckets
+
+
+def find_or_claim(
+    keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
+    occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
+    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, rows: RowParts | None, columns: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """``find`` of a TBE batch that also gives each index's table and, with ``pending``, each absent key's
+    pending entry (``entry``, -1: none); with ``rows`` (device rows only) it also reads each index's first
+    ``columns`` (``out``, the spare row where absent). Returns (slots, buckets, table, entry, out)."""
+    n = keys.numel()
+    slots, buckets, table = (torch.empty(n, dtype=torch.int64, device=keys.device) for _ in range(3))
+    entry = torch.empty(n, dtype=torch.int64, device=keys.device) if pending is not None else None
+    out = torch.empty(n, columns, dtype=torch.float32, device=keys.device) if rows is not None else None
+    if n:
+        _launch_find(
+            keys, None, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch,
+            hits, misses, slots, buckets, table, pending, None if rows is None else (rows, out),
+        )
+        if pending is not None:  # once every key is carried in: where each landed, and how often it is used
+            _locate_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
+                keys, slots, buckets, n, pending.keys, pending.uses, entry,
+                CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
+            )
+    return slots, buckets, table, entry, out
+
+
+@triton.jit(do_not_specialize=["n"])
+def _locate_kernel(
+    query_ptr, slot_ptr, bucket_ptr, n, pending_ptr, uses_ptr, entry_ptr, CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr,
+):
+    """Each absent key's entry in its bucket's pending row (-1: carried past its end), and its uses counted."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
+    entry = tl.full([BLOCK], -1, tl.int64)
+    if tl.max(absent.to(tl.int32), axis=0) > 0:
+        query = tl.load(query_ptr + offs, mask=absent, other=0)
+        base = tl.load(bucket_ptr + offs, mask=absent, other=0) * CAP
+        for start in range(0, CAP, CHUNK):
+            pos = start + tl.arange(0, CHUNK)
+            live = absent[:, None] & (pos[None, :] < CAP)
+            stored = tl.load(pending_ptr + base[:, None] + pos[None, :], mask=live, other=0)
+            first = tl.min(tl.where(live & (stored == query[:, None]), pos[None, :], CAP), axis=1)
+            entry = tl.where((entry < 0) & (first < CAP), base + first, entry)
+        tl.atomic_add(uses_ptr + entry, tl.full([BLOCK], 1, tl.int64), mask=entry >= 0)
+    tl.store(entry_ptr + offs, entry, mask=valid)
 
 
 @triton.jit
@@ -405,7 +504,10 @@ def scatter_rows(parts: RowParts, slots: torch.Tensor, values: torch.Tensor) -> 
 
 
 @triton.jit
-def _pool_kernel(emb_ptr, emb_stride, inverse_ptr, offsets_ptr, out_ptr, out_stride, DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, MEAN: tl.constexpr):
+def _pool_kernel(
+    emb_ptr, emb_stride, inverse_ptr, offsets_ptr, out_ptr, out_stride, fresh_ptr,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, MEAN: tl.constexpr, FRESH: tl.constexpr,
+):
     bag = tl.program_id(0)
     first = tl.load(offsets_ptr)
     start = tl.load(offsets_ptr + bag) - first
@@ -417,22 +519,29 @@ def _pool_kernel(emb_ptr, emb_stride, inverse_ptr, offsets_ptr, out_ptr, out_str
         pos = base + tl.arange(0, BLOCK_N)
         pmask = pos < stop
         row = tl.load(inverse_ptr + pos, mask=pmask, other=0)
-        values = tl.load(emb_ptr + row[:, None] * emb_stride + cols[None, :], mask=pmask[:, None] & cmask[None, :], other=0.0)
+        source = emb_ptr + row[:, None] * emb_stride
+        if FRESH:  # an index without a slot: its own row of the fresh values
+            source = tl.where(row[:, None] >= 0, source, fresh_ptr + pos.to(tl.int64)[:, None] * DIM)
+        values = tl.load(source + cols[None, :], mask=pmask[:, None] & cmask[None, :], other=0.0)
         acc += tl.sum(values, axis=0)
     if MEAN:
         acc = acc / tl.maximum(stop - start, 1).to(tl.float32)
     tl.store(out_ptr + bag.to(tl.int64) * out_stride + cols, acc, mask=cmask)
 
 
-def pool_rows(emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor) -> None:
-    """``out[b] = sum (MEAN: mean) of emb[inverse[j]]`` for ``j`` in bag ``b`` (``offsets`` ``[bags + 1]``, from any start)."""
+def pool_rows(
+    emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor, fresh: torch.Tensor | None = None,
+) -> None:
+    """``out[b] = sum (MEAN: mean) of emb[inverse[j]]`` for ``j`` in bag ``b`` (``offsets`` ``[bags + 1]``, from any start);
+    with ``fresh``, negative ``inverse`` entries read ``fresh[j]``."""
     bags = offsets.numel() - 1
     if bags == 0:
         return
     dim = emb.shape[1]
     _pool_kernel[(bags,)](
-        emb, emb.stride(0), inverse, offsets, out, out.stride(0),
-        DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN, num_warps=_BAG_WARPS,
+        emb, emb.stride(0), inverse, offsets, out, out.stride(0), emb if fresh is None else fresh,
+        DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN, FRESH=fresh is not None,
+        num_warps=_BAG_WARPS,
     )
 
 
@@ -444,6 +553,25 @@ def _mix64(x):
     x = x ^ (x >> 27)
     x = x * 0x94D049BB133111EB
     return x ^ (x >> 31)
+
+
+@triton.jit
+def _uniform_open(keys, seeds, cols):
+    """``[len(keys), len(cols)]`` uniforms in (0, 1) of (seed, id, column): ``hashing.uniform_open`` of
+    ``hashing.random_bits`` (uint64 ``keys`` and ``seeds``)."""
+    columns = cols.to(tl.uint64) * 0x9E3779B97F4A7C15
+    bits = _mix64(_mix64(keys)[:, None] ^ (columns[None, :] + seeds[:, None]))
+    word = (bits >> 40) & 0xFFFFFF
+    return (word.to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+
+
+@triton.jit
+def _drawn_rows(query, table, valid, seeds_ptr, lower_ptr, span_ptr, cols):
+    """Initial values ``lower + span * u`` of each key of its table (``DrawTables``), ``[len(query), len(cols)]``."""
+    seeds = tl.load(seeds_ptr + table, mask=valid, other=0).to(tl.uint64, bitcast=True)
+    lower = tl.load(lower_ptr + table, mask=valid, other=0.0)
+    span = tl.load(span_ptr + table, mask=valid, other=0.0)
+    return lower[:, None] + span[:, None] * _uniform_open(query.to(tl.uint64, bitcast=True), seeds, cols)
 
 
 @triton.jit(do_not_specialize=["n"])
@@ -459,10 +587,7 @@ def _uniform_kernel(
         seeds = tl.load(seed_ptr + rows, mask=valid, other=0).to(tl.uint64, bitcast=True)
     else:
         seeds = tl.zeros([BLOCK_K], dtype=tl.uint64) + seed_word.to(tl.int64).to(tl.uint64, bitcast=True)
-    columns = cols.to(tl.uint64) * 0x9E3779B97F4A7C15
-    bits = _mix64(_mix64(keys)[:, None] ^ (columns[None, :] + seeds[:, None]))
-    word = (bits >> 40) & 0xFFFFFF
-    uniform = (word.to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+    uniform = _uniform_open(keys, seeds, cols)
     mask = valid[:, None] & (cols[None, :] < DIM)
     if BOUNDS_PER_KEY:
         value = tl.load(lower_ptr + rows, mask=valid, other=0.0)[:, None] + tl.load(span_ptr + rows, mask=valid, other=0.0)[:, None] * uniform
@@ -492,21 +617,15 @@ def uniform_rows(
 
 
 @triton.jit
-def _place_kernel(
-    sorted_bucket_ptr, rank_ptr, occupied_ptr, scores_ptr, protected_ptr, keys_ptr,
-    target_ptr, evicted_mask_ptr, evicted_key_ptr, evicted_score_ptr,
-    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
-):
-    """Plan one new key: its slot and what it evicts. Reads the table only, so keys of one bucket may run at once."""
-    i = tl.program_id(0)
-    base = tl.load(sorted_bucket_ptr + i) * CAP
-    rank = tl.load(rank_ptr + i)
+def _plan_slot(base, rank, occupied_ptr, scores_ptr, protected_ptr, CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr):
+    """(slot, placed) of the ``rank``-th new key of the bucket starting at slot ``base``: empty slots first (they
+    form the bucket's tail), then occupied ones by ascending score (ties: lower position), protected never.
+    Reads the table only, so keys of one bucket may be planned at once; rank -1 places nothing."""
     s = tl.arange(0, BLOCK_C)
     real = s < CAP
     occupied = tl.load(occupied_ptr + base + s, mask=real, other=0) != 0
     fill = tl.sum(occupied.to(tl.int32), axis=0)
     if rank < CAP - fill:
-        # Empty slots come first and form the bucket's tail (occupied slots are a prefix).
         position = (fill + rank).to(tl.int64)
         placed = rank >= 0
     else:
@@ -527,7 +646,18 @@ def _place_kernel(
         eligible = tl.sum((blocked == 0).to(tl.int32), axis=0)
         placed = rank < eligible
         position = tl.sum(tl.where(order_of_slot == rank, s, 0), axis=0).to(tl.int64)
-    target = tl.where(placed, base + position, -1)
+    return tl.where(placed, base + position, -1), placed
+
+
+@triton.jit
+def _place_kernel(
+    sorted_bucket_ptr, rank_ptr, occupied_ptr, scores_ptr, protected_ptr, keys_ptr,
+    target_ptr, evicted_mask_ptr, evicted_key_ptr, evicted_score_ptr,
+    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
+):
+    """Plan one new key: its slot and what it evicts."""
+    i = tl.program_id(0)
+    target, placed = _plan_slot(tl.load(sorted_bucket_ptr + i) * CAP, tl.load(rank_ptr + i), occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C, CHUNK)
     tl.store(target_ptr + i, target)
     safe = tl.where(placed, target, 0)
     tl.store(evicted_mask_ptr + i, (tl.load(occupied_ptr + safe) != 0) & placed)
@@ -572,3 +702,166 @@ def place_keys(
         target, order, keys, scores, table_keys, table_scores, occupied_bytes, n, BLOCK=_ELEMENT_BLOCK,
     )
     return target, evicted_mask, evicted_keys, evicted_scores
+
+
+# Programs of the kernels that walk a batch's new ids, whose count only the device knows: each takes
+# every GRID-th id, so a step without new ids costs a launch and one load per program.
+_PENDING_PROGRAMS = 4096
+# New ids per loop step of the row writer.
+_PENDING_ROWS = 8
+
+
+@triton.jit(do_not_specialize=["n"])
+def _compact_kernel(entry_ptr, owner_ptr, n, reps_ptr, count_ptr, BLOCK: tl.constexpr):
+    """One batch position per new id (the first of its indices to claim the entry's owner), appended at ``count``."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    entry = tl.load(entry_ptr + offs, mask=valid, other=-1)
+    claiming = entry >= 0
+    if tl.max(claiming.to(tl.int32), axis=0) > 0:
+        spare_free = tl.where(claiming, 0, -1).to(tl.int32)  # lanes without an entry compare -1 with 0: no swap
+        old = tl.atomic_cas(owner_ptr + tl.where(claiming, entry, 0), spare_free, (offs + 1).to(tl.int32))
+        lead = claiming & (old == 0)
+        found = tl.sum(lead.to(tl.int32), axis=0)
+        if found > 0:
+            base = tl.atomic_add(count_ptr, found.to(tl.int64))
+            at = base + tl.cumsum(lead.to(tl.int64), axis=0) - 1
+            tl.store(reps_ptr + at, offs, mask=lead)
+
+
+def compact_new(entry: torch.Tensor, pending: PendingArrays) -> tuple[torch.Tensor, torch.Tensor]:
+    """(positions, count): one batch position per new id, in no particular order, in the first ``count``
+    entries (a device scalar) of an ``[n]`` tensor."""
+    n = entry.numel()
+    reps = torch.empty(n, dtype=torch.int64, device=entry.device)
+    count = torch.zeros(1, dtype=torch.int64, device=entry.device)
+    if n:
+        _compact_kernel[(triton.cdiv(n, _ELEMENT_BLOCK),)](entry, pending.owner, n, reps, count, BLOCK=_ELEMENT_BLOCK)
+    return reps, count
+
+
+@triton.jit
+def _place_pending_kernel(
+    reps_ptr, count_ptr, bucket_ptr, entry_ptr, table_ptr, target_ptr,
+    occupied_ptr, scores_ptr, protected_ptr, evictions_ptr,
+    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr, GRID: tl.constexpr,
+):
+    """Plan each new id's slot (``PendingArrays.target``): its entry's place in the bucket's pending row is its
+    rank by id, as ``insert`` ranks new ids. Counts evictions."""
+    count = tl.load(count_ptr)
+    for i in range(tl.program_id(0), count, GRID):
+        position = tl.load(reps_ptr + i)
+        base = tl.load(bucket_ptr + position) * CAP
+        entry = tl.load(entry_ptr + position)
+        target, placed = _plan_slot(base, entry - base, occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C, CHUNK)
+        tl.store(target_ptr + entry, target)
+        evicts = placed & (tl.load(occupied_ptr + tl.where(placed, target, 0)) != 0)
+        tl.atomic_add(evictions_ptr + tl.load(table_ptr + position), 1, mask=evicts)
+
+
+def place_new(
+    reps: torch.Tensor, count: torch.Tensor, buckets: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
+    occupied: torch.Tensor, table_scores: torch.Tensor, protected: torch.Tensor, evictions: torch.Tensor, bucket_capacity: int,
+) -> None:
+    """Plan the slot of each of the first ``count`` new ids at ``reps`` into ``pending.target`` (see
+    ``torch_ops.place_new``); reads the table only, and adds each table's evictions to ``evictions``."""
+    n = reps.numel()
+    if n == 0:
+        return
+    block_c = triton.next_power_of_2(bucket_capacity)
+    grid = min(n, _PENDING_PROGRAMS)
+    _place_pending_kernel[(grid,)](
+        reps, count, buckets, entry, table, pending.target, occupied.view(torch.uint8), table_scores,
+        protected.view(torch.uint8), evictions, CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c), GRID=grid,
+    )
+
+
+@triton.jit(do_not_specialize=["split", "spare", "clock", "state_fill"])
+def _write_pending_kernel(
+    reps_ptr, count_ptr, query_ptr, entry_ptr, table_ptr, target_ptr, pending_ptr, owner_ptr, uses_ptr,
+    keys_ptr, scores_ptr, occupied_ptr, device_ptr, host_ptr, row_stride, split, spare,
+    seeds_ptr, lower_ptr, span_ptr, state_fill, clock,
+    DIM: tl.constexpr, WIDTH: tl.constexpr, BLOCK_W: tl.constexpr, ROWS: tl.constexpr, LFU: tl.constexpr, GRID: tl.constexpr,
+):
+    """Write each planned new id (key, score, occupied flag, initial row with fresh optimizer state) and free
+    its pending entry for the next batch."""
+    count = tl.load(count_ptr)
+    cols = tl.arange(0, BLOCK_W)
+    for start in range(tl.program_id(0) * ROWS, count, GRID * ROWS):
+        i = start + tl.arange(0, ROWS)
+        valid = i < count
+        position = tl.load(reps_ptr + i, mask=valid, other=0)
+        entry = tl.load(entry_ptr + position, mask=valid, other=0)
+        target = tl.load(target_ptr + entry, mask=valid, other=-1)
+        placed = valid & (target >= 0)
+        query = tl.load(query_ptr + position, mask=valid, other=0)
+        tl.store(keys_ptr + target, query, mask=placed)
+        if LFU:
+            score = tl.load(uses_ptr + entry, mask=valid, other=0)
+        else:
+            score = tl.full([ROWS], 0, tl.int64) + clock
+        tl.store(scores_ptr + target, score, mask=placed)
+        tl.store(occupied_ptr + target, tl.full([ROWS], 1, tl.uint8), mask=placed)
+        table = tl.load(table_ptr + position, mask=valid, other=0)
+        values = tl.where(cols[None, :] < DIM, _drawn_rows(query, table, valid, seeds_ptr, lower_ptr, span_ptr, cols), state_fill)
+        row = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, target)
+        tl.store(row[:, None] + cols[None, :], values, mask=placed[:, None] & (cols[None, :] < WIDTH))
+        tl.store(pending_ptr + entry, tl.full([ROWS], _HIGHEST, tl.int64), mask=valid)
+        tl.store(owner_ptr + entry, tl.zeros([ROWS], dtype=tl.int32), mask=valid)
+        tl.store(uses_ptr + entry, tl.zeros([ROWS], dtype=tl.int64), mask=valid)
+
+
+def write_new(
+    reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
+    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, parts: RowParts, draws: DrawTables,
+    state_fill: float, dim: int, clock: int, lfu: bool,
+) -> None:
+    """Store the new ids ``place_new`` planned, with initial rows, and reset their pending entries (see
+    ``torch_ops.write_new``)."""
+    n = reps.numel()
+    if n == 0:
+        return
+    grid = min(triton.cdiv(n, _PENDING_ROWS), _PENDING_PROGRAMS)
+    _write_pending_kernel[(grid,)](
+        reps, count, keys, entry, table, pending.target, pending.keys, pending.owner, pending.uses,
+        table_keys, table_scores, occupied.view(torch.uint8), parts.device, parts.host, parts.width, parts.split, parts.spare,
+        *draws, state_fill, clock,
+        DIM=dim, WIDTH=parts.width, BLOCK_W=triton.next_power_of_2(parts.width), ROWS=_PENDING_ROWS, LFU=lfu, GRID=grid,
+    )
+
+
+@triton.jit(do_not_specialize=["n"])
+def _fresh_kernel(
+    query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, n,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK: tl.constexpr, UPDATE: tl.constexpr,
+):
+    """Each absent index: its initial values into its row of ``dst`` and (``UPDATE``) its new slot."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
+    if tl.max(absent.to(tl.int32), axis=0) > 0:
+        if UPDATE:
+            entry = tl.load(entry_ptr + offs, mask=absent, other=-1)
+            tl.store(slot_ptr + offs, tl.load(target_ptr + entry, mask=absent & (entry >= 0), other=-1), mask=absent)
+        cols = tl.arange(0, BLOCK_D)
+        query = tl.load(query_ptr + offs, mask=absent, other=0)
+        table = tl.load(table_ptr + offs, mask=absent, other=0)
+        values = _drawn_rows(query, table, absent, seeds_ptr, lower_ptr, span_ptr, cols)
+        tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=absent[:, None] & (cols[None, :] < DIM))
+
+
+def fresh_rows(
+    keys: torch.Tensor, slots: torch.Tensor, entry: torch.Tensor | None, target: torch.Tensor | None, table: torch.Tensor,
+    draws: DrawTables, dst: torch.Tensor,
+) -> None:
+    """For each index with slot -1: its key's initial values into its row of ``dst`` (``[n, dim]``, contiguous)
+    and, given ``entry`` and ``target``, the slot its new id got (see ``torch_ops.fresh_rows``)."""
+    n = keys.numel()
+    if n == 0:
+        return
+    dim = dst.shape[1]
+    update = entry is not None
+    _fresh_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
+        keys, slots, entry if update else slots, target if update else slots, table, *draws, dst, n,
+        DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), BLOCK=_FIND_BLOCK, UPDATE=update,
+    )
