@@ -6,7 +6,13 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+import dynemb.validation as validation
 from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
+from dynemb.validation import DeferredChecks, check_batch
+
+GOOD = (torch.tensor([4, 5, 6]), torch.tensor([0, 1, 2, 2, 3]))  # a valid batch of two tables
+# Bad offsets of three indices: decreasing, wrong ends, both, and ones outside [0, 3] either way.
+BAD_OFFSETS = [[0, 2, 1, 3, 3], [0, 1, 2, 2, 2], [1, 1, 2, 3, 3], [1, 0, 2, 3, 3], [0, 5, 9, -4, 3], [-2, 0, 1, 2, 7]]
 
 
 def two_tables(**kwargs: object) -> BatchedDynamicEmbeddingTables:
@@ -34,6 +40,130 @@ def test_bad_batches_raise(indices: torch.Tensor, offsets: torch.Tensor, message
         tables(indices, offsets)
     with pytest.raises(ValueError, match=message):
         tables.prefetch(indices, offsets)
+
+
+def defer_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Take the CUDA path of the value checks on the CPU: fold them on the device, read them later."""
+    monkeypatch.setattr(validation, "DEFERRED_DEVICE_TYPES", validation.DEFERRED_DEVICE_TYPES | {"cpu"})
+
+
+def eager_message(indices: torch.Tensor, offsets: torch.Tensor) -> str:
+    with pytest.raises(ValueError) as error:
+        two_tables()(indices, offsets)
+    return str(error.value)
+
+
+def train(tables: BatchedDynamicEmbeddingTables, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    out = tables(indices, offsets)
+    out.backward(torch.ones_like(out))
+    return out.detach()
+
+
+READS = {
+    "check_inputs": lambda tables: tables.check_inputs(),
+    "eval forward": lambda tables: tables.eval()(*GOOD),
+    "export_table": lambda tables: tables.export_table(0),
+    "load_table": lambda tables: tables.load_table(1, [7], [[0.0] * 4]),
+    "size": lambda tables: tables.size(0),
+    "cache_stats": lambda tables: tables.cache_stats(),
+    "host_traffic": lambda tables: tables.host_traffic(*GOOD),
+}
+
+
+@pytest.mark.parametrize("read", READS.values(), ids=READS.keys())
+@pytest.mark.parametrize("offsets", BAD_OFFSETS)
+def test_a_deferred_bad_batch_trains_and_raises_its_eager_message_once_at_a_read(
+    monkeypatch: pytest.MonkeyPatch, offsets: list[int], read: object
+) -> None:
+    indices, offsets = torch.tensor([1, 2, 3]), torch.tensor(offsets)
+    message = eager_message(indices, offsets)
+    defer_on_cpu(monkeypatch)
+    tables = two_tables()
+    train(tables, indices, offsets)
+    tables.prefetch(indices, offsets)
+    with pytest.raises(ValueError) as error:
+        read(tables)
+    assert str(error.value) == message
+    read(tables)  # raised once: nothing is pending any more
+
+
+def test_a_deferred_eval_batch_raises_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    defer_on_cpu(monkeypatch)
+    tables = two_tables().eval()
+    with pytest.raises(ValueError, match="non-decreasing"):
+        tables(torch.tensor([1, 2, 3]), torch.tensor(BAD_OFFSETS[0]))
+
+
+def test_the_first_bad_batch_is_the_one_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    indices = torch.tensor([1, 2, 3])
+    first, second = torch.tensor(BAD_OFFSETS[1]), torch.tensor(BAD_OFFSETS[0])
+    message = eager_message(indices, first)
+    defer_on_cpu(monkeypatch)
+    tables = two_tables()
+    for offsets in (first, second, GOOD[1]):
+        train(tables, indices, offsets)
+    with pytest.raises(ValueError) as error:
+        tables.check_inputs()
+    assert str(error.value) == message
+    tables.check_inputs()
+
+
+def test_a_good_batch_after_a_bad_one_trains_as_on_fresh_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    defer_on_cpu(monkeypatch)
+    tables, fresh = two_tables(), two_tables()
+    train(tables, torch.tensor([1, 2, 3]), torch.tensor(BAD_OFFSETS[4]))
+    out = train(tables, *GOOD)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        tables.check_inputs()
+    assert torch.equal(out, train(fresh, *GOOD))
+    for table in range(2):
+        ids, rows, _ = tables.export_table(table)
+        fresh_ids, fresh_rows, _ = fresh.export_table(table)
+        stored = torch.isin(ids, fresh_ids)
+        assert torch.equal(ids[stored], fresh_ids) and torch.equal(rows[stored], fresh_rows)
+
+
+@pytest.mark.parametrize("offsets", [*BAD_OFFSETS, GOOD[1].tolist()])
+def test_deferred_offsets_are_a_valid_layout(monkeypatch: pytest.MonkeyPatch, offsets: list[int]) -> None:
+    defer_on_cpu(monkeypatch)
+    layout = check_batch(torch.tensor([1, 2, 3]), torch.tensor(offsets), 2, DeferredChecks(torch.device("cpu")))
+    safe = layout.offsets
+    assert safe[0] == 0 and safe[-1] == 3 and bool((safe[1:] >= safe[:-1]).all())
+    assert layout.bounds == safe[::2].tolist()
+    if offsets == GOOD[1].tolist():
+        assert safe.tolist() == offsets
+
+
+@pytest.mark.parametrize("pooling", list(PoolingMode))
+def test_safe_offsets_keep_a_bad_step_of_several_groups_in_bounds(monkeypatch: pytest.MonkeyPatch, pooling: PoolingMode) -> None:
+    # Raw, these offsets give negative bag lengths and bounds past the indices; the step would fail.
+    defer_on_cpu(monkeypatch)
+    options = [DynamicEmbTableOptions(dim=4, max_capacity=64, bucket_capacity=size) for size in (8, 16)]
+    tables = BatchedDynamicEmbeddingTables(options, pooling_mode=pooling)
+    for offsets in BAD_OFFSETS:
+        out = train(tables, torch.tensor([1, 2, 3]), torch.tensor(offsets))
+        assert out.shape == ((3, 4) if pooling is PoolingMode.NONE else (2, 8))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        tables.check_inputs()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_checks_of_a_training_step_never_wait_for_the_device() -> None:
+    tables = two_tables(device="cuda")
+    checks = DeferredChecks(tables.device)
+    batches = [(torch.tensor([1, 2, 3], device=tables.device), torch.tensor(o, device=tables.device)) for o in (GOOD[1].tolist(), *BAD_OFFSETS)]
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        layouts = [check_batch(indices, offsets, 2, checks) for indices, offsets in batches]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    with pytest.raises(ValueError, match="non-decreasing"):
+        checks.raise_pending()
+    for (indices, _), layout in zip(batches, layouts, strict=True):  # the step of each, on its safe offsets
+        train(tables, indices, layout.offsets)
+    tables.check_inputs()
 
 
 def test_bad_loads_raise() -> None:

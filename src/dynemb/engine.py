@@ -127,11 +127,14 @@ class Engine:
         return member.group.mode(member.local)
 
     def _part(self, indices: torch.Tensor, layout: BatchLayout, g: int, tables: list[int]) -> tuple[GroupBatch, Placement]:
-        """Group ``g``'s part of the batch (its tables' indices and bags, in table order) and where it sits."""
+        """Group ``g``'s part of the batch (its tables' indices and bags, in table order) and where it sits.
+
+        Several groups cut the batch at the tables' bounds: the one host read of the batch's layout (made once,
+        ``BatchLayout.bounds``); a module of one group never makes it."""
         if len(self.groups) == 1:
             return GroupBatch(indices, layout.offsets, layout.batch_size), Placement()
-        size, offsets = layout.batch_size, layout.offsets
-        positions = torch.cat([torch.arange(layout.bounds[t], layout.bounds[t + 1], device=indices.device) for t in tables])
+        size, offsets, bounds = layout.batch_size, layout.offsets, layout.bounds
+        positions = torch.cat([torch.arange(bounds[t], bounds[t + 1], device=indices.device) for t in tables])
         lengths = torch.cat([offsets[t * size + 1 : (t + 1) * size + 1] - offsets[t * size : (t + 1) * size] for t in tables])
         part_offsets = torch.zeros(lengths.numel() + 1, dtype=torch.int64, device=indices.device)
         torch.cumsum(lengths, 0, out=part_offsets[1:])

@@ -10,7 +10,7 @@ from dynemb.function import DynamicEmbeddingFunction
 from dynemb.optimizers import OptimizerParams, initial_state, state_fields
 from dynemb.options import DynamicEmbTableOptions, EmbOptimType, PoolingMode, StorageMode
 from dynemb.ranges import emit_range
-from dynemb.validation import check_batch
+from dynemb.validation import DeferredChecks, check_batch
 
 
 class BatchedDynamicEmbeddingTables(nn.Module):
@@ -22,6 +22,15 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     In training, new ids are inserted (initialized) and backward updates the rows of
     the ids used; in eval nothing is inserted or updated, and unknown ids get the
     eval initializer's value.
+
+    Bad input raises ValueError. The checks that need the offsets' values (non-decreasing,
+    from 0 to len(indices)) would make every step wait for the GPU, so on CUDA they are
+    made on the device and kept there: the first failure since the last read is raised,
+    with the message an eager check gives, by ``check_inputs`` (which a training loop may
+    call every N steps) and at points that read the device anyway or do not run in a step:
+    eval forward, ``export_table``, ``load_table``, ``size``, ``cache_stats`` and
+    ``host_traffic``. Until then a bad batch runs on safe offsets (garbage out, nothing out
+    of bounds). On the CPU they raise at once.
     """
 
     def __init__(
@@ -55,6 +64,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         # Tables that agree on layout share one storage and train in one pass, whatever their storage mode.
         self.engine = Engine(table_options, optimizer, pooling_mode, self.params, self.device)
         self._anchor = torch.empty(0, device=self.device, requires_grad=True)
+        self._checks = DeferredChecks(self.device)
 
     @property
     def num_tables(self) -> int:
@@ -66,9 +76,11 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return self.engine.step
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        layout = check_batch(indices, offsets, self.num_tables, self.device)
+        layout = check_batch(indices, offsets, self.num_tables, self._checks)
         if self.training and torch.is_grad_enabled():
             return DynamicEmbeddingFunction.apply(self._anchor, self.engine, indices, layout)
+        if not self.training:
+            self.check_inputs()
         stage = "DynamicEmbeddingFunction.forward" if self.training else "dynamicemb_eval_forward"
         with emit_range(stage):
             output, _ = self.engine.lookup(indices, layout, training=self.training)
@@ -76,7 +88,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
     def prefetch(self, indices: torch.Tensor, offsets: torch.Tensor) -> None:
         """Bring the ids of a coming batch into the device cache (CACHING tables; others need nothing)."""
-        layout = check_batch(indices, offsets, self.num_tables, self.device)
+        layout = check_batch(indices, offsets, self.num_tables, self._checks)
         if not self.training:
             return
         with emit_range("dynamicemb_prefetch"):
@@ -86,7 +98,14 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         """(read, written) bytes of host-resident rows a training step of this batch would move between host and
         device memory, for the ids stored now: each distinct host row's embedding in forward, its whole row
         (with optimizer state) read and written in backward. A cache's misses and write-backs are not counted."""
-        return self.engine.host_traffic(indices, check_batch(indices, offsets, self.num_tables, self.device))
+        layout = check_batch(indices, offsets, self.num_tables, self._checks)
+        self.check_inputs()
+        return self.engine.host_traffic(indices, layout)
+
+    def check_inputs(self) -> None:
+        """Raise the first failed check of the offsets' values among the batches taken since the last read, and
+        forget it. One host sync: on CUDA those checks wait on the device until read (see the class docstring)."""
+        self._checks.raise_pending()
 
     def storage_mode(self, table: int) -> StorageMode:
         self._table(table)
@@ -94,6 +113,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
     def size(self, table: int) -> int:
         """Distinct ids stored in the table (all tiers)."""
+        self.check_inputs()
         member = self._table(table)
         return member.group.size(member.local)
 
@@ -110,6 +130,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         ``evictions`` counts ids pushed out of that tier to make room (a cache writes
         them back to storage; storage drops them). Prefetches count as lookups.
         """
+        self.check_inputs()
         chosen = range(self.num_tables) if table is None else [table]
         totals = {"hits": 0, "misses": 0, "evictions": 0}
         for t in chosen:
@@ -125,6 +146,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
     def export_table(self, table: int) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """(ids ascending, rows ``[n, dim]``, optimizer state per row by name), on the CPU."""
+        self.check_inputs()
         member = self._table(table)
         keys, rows = member.group.export(member.local)
         order = torch.argsort(keys)
@@ -141,6 +163,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
         ``ids``, ``rows`` and each state entry are tensors or anything ``torch.as_tensor`` takes (lists, arrays).
         """
+        self.check_inputs()
         member = self._table(table)
         dim = self.dims[table]
         ids, rows = _as_tensor("ids", ids), _as_tensor("rows", rows)

@@ -1,23 +1,74 @@
-"""Checks of a TBE-layout batch, with one host transfer for all of them."""
+"""Checks of a TBE-layout batch that never make a training step wait for the GPU.
+
+What needs no tensor values (types, dtypes, dims, device, number of offsets) is
+checked at once. What does (offsets non-decreasing, from 0 to len(indices)) is one
+verdict computed on the batch's device. Reading a CUDA tensor drains the step's
+queue, so there the verdict is folded into the module's ``DeferredChecks`` and read
+where a step cannot be slowed, and the batch goes on with offsets made safe: a bad
+batch gives garbage, never an out-of-bounds access. On the CPU a read costs
+nothing, so the verdict is read, and raised, at once.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import torch
+
+# Device types whose batches' value checks are read later (a read of a CUDA tensor waits for the GPU).
+# Tests add "cpu" to take the deferred path without a GPU.
+DEFERRED_DEVICE_TYPES = frozenset({"cuda"})
+
+# A verdict's first entry: the check that failed, the one an eager check raises first being the higher.
+_PASSED, _WRONG_ENDS, _DECREASING = 0, 1, 2
 
 
 @dataclass(frozen=True)
 class BatchLayout:
-    """Where each table's indices start and end, and the per-table batch size."""
+    """The per-table batch size and the offsets (int64) the kernels take: the batch's own, or, while its
+    check is deferred, a safe copy of them."""
 
     batch_size: int
-    bounds: list[int]  # num_tables + 1 positions in indices
-    offsets: torch.Tensor  # int64
+    offsets: torch.Tensor
+
+    @cached_property
+    def bounds(self) -> list[int]:
+        """Where each table's indices start, and the last one's end (``num_tables + 1`` positions).
+
+        A host read, so made only when asked: the one sync of a step's batch layout, which only a module of
+        several storage groups pays (``Engine._part`` cuts the batch with it).
+        """
+        return self.offsets[:: self.batch_size].tolist()
 
 
-def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, device: torch.device) -> BatchLayout:
-    """Raise ValueError unless (indices, offsets) is a valid TBE batch for ``num_tables`` tables."""
+class DeferredChecks:
+    """The first failed value check among the batches a module took since it was last read, kept on the device.
+
+    ``fold`` keeps a batch's verdict without a host read (two tiny kernels); ``raise_pending`` reads it (one
+    host sync), clears it and raises the ValueError an eager check of that batch raises.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self._first = torch.zeros(4, dtype=torch.int64, device=device)  # a verdict; all zeros: none failed
+
+    @property
+    def defers(self) -> bool:
+        return self.device.type in DEFERRED_DEVICE_TYPES
+
+    def fold(self, verdict: torch.Tensor) -> None:
+        self._first = torch.where(self._first[:1] != _PASSED, self._first, verdict)
+
+    def raise_pending(self) -> None:
+        verdict = self._first.tolist()
+        self._first.zero_()
+        _raise_failed(*verdict)
+
+
+def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, checks: DeferredChecks) -> BatchLayout:
+    """Raise ValueError unless (indices, offsets) is a valid TBE batch for ``num_tables`` tables on
+    ``checks.device``; the checks of the offsets' values wait in ``checks`` where it defers them."""
     if not isinstance(indices, torch.Tensor) or not isinstance(offsets, torch.Tensor):
         raise ValueError("indices and offsets must be tensors")
     if indices.dtype != torch.int64:
@@ -27,8 +78,8 @@ def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, d
     if indices.dim() != 1 or offsets.dim() != 1:
         raise ValueError(f"indices and offsets must be 1-D, got shapes {tuple(indices.shape)} and {tuple(offsets.shape)}")
     for name, tensor in (("indices", indices), ("offsets", offsets)):
-        if tensor.device != device:
-            raise ValueError(f"{name} are on {tensor.device}, the tables on {device}")
+        if tensor.device != checks.device:
+            raise ValueError(f"{name} are on {tensor.device}, the tables on {checks.device}")
     entries = offsets.numel()
     if entries < num_tables + 1 or (entries - 1) % num_tables:
         raise ValueError(
@@ -37,11 +88,35 @@ def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, d
         )
     batch_size = (entries - 1) // num_tables
     offsets = offsets.to(torch.int64)
-    decreasing = (offsets[1:] < offsets[:-1]).any().to(torch.int64).view(1)
-    summary = torch.cat([offsets[::batch_size], decreasing]).tolist()
-    bounds, is_decreasing = summary[:-1], summary[-1]
-    if is_decreasing:
+    verdict = _verdict(offsets, indices.numel())
+    if not checks.defers:
+        _raise_failed(*verdict.tolist())
+        return BatchLayout(batch_size, offsets)
+    checks.fold(verdict)
+    return BatchLayout(batch_size, _safe_offsets(offsets, indices.numel()))
+
+
+def _verdict(offsets: torch.Tensor, num_indices: int) -> torch.Tensor:
+    """``[failed check, first offset, last offset, len(indices)]`` of a batch, computed on its device."""
+    first, last = offsets[0], offsets[-1]
+    wrong_ends = torch.where((first != 0) | (last != num_indices), _WRONG_ENDS, _PASSED)
+    check = torch.where((offsets[1:] < offsets[:-1]).any(), _DECREASING, wrong_ends)
+    return torch.stack([check, first, last, torch.full_like(first, num_indices)])
+
+
+def _raise_failed(check: int, first: int, last: int, num_indices: int) -> None:
+    """The ValueError of a verdict's failed check, if one failed."""
+    if check == _DECREASING:
         raise ValueError("offsets must be non-decreasing")
-    if bounds[0] != 0 or bounds[-1] != indices.numel():
-        raise ValueError(f"offsets must start at 0 and end at len(indices)={indices.numel()}, got {bounds[0]} and {bounds[-1]}")
-    return BatchLayout(batch_size, bounds, offsets)
+    if check == _WRONG_ENDS:
+        raise ValueError(f"offsets must start at 0 and end at len(indices)={num_indices}, got {first} and {last}")
+
+
+def _safe_offsets(offsets: torch.Tensor, num_indices: int) -> torch.Tensor:
+    """Offsets every kernel can take, whatever the batch's: in [0, len(indices)], from 0 to len(indices),
+    non-decreasing (a valid batch's own). Bags index within indices and their lengths sum to len(indices), so
+    pooling, unpooling (``repeat_interleave`` with ``output_size``) and the table search stay in bounds."""
+    safe = offsets.clamp(0, num_indices)
+    safe[:1].fill_(0)
+    safe[-1:].fill_(num_indices)
+    return torch.cummax(safe, 0).values
