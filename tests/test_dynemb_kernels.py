@@ -27,7 +27,7 @@ from dynemb import (
 from dynemb.hash_table import BucketedHashTable, BucketMap
 from dynemb.hashing import seed_word
 from dynemb.kernels import torch_ops
-from dynemb.kernels.operands import RowParts
+from dynemb.kernels.operands import DrawTables, RowParts
 from dynemb.optimizers import OptimizerParams, initial_state, state_width
 
 CUDA = torch.cuda.is_available()
@@ -411,3 +411,85 @@ def test_place_keys_matches_torch(num_buckets: int, bucket_capacity: int) -> Non
     assert (expected_slots < 0).any() and expected_mask.any(), "the case must refuse and evict"
     for ours, reference in zip(results[1], results[0], strict=True):
         assert torch.equal(ours, reference)
+
+
+def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: int, indices: torch.Tensor, offsets: torch.Tensor, lfu: bool):
+    """One training lookup's find and insert of new ids through ``ops``, as ``TableGroup`` runs them; what it
+    left: (slots, entry, found rows, the table's arrays, the rows, the pending keys after the insert)."""
+    parts = _split(rows, split)
+    hits = torch.zeros(table.map.num_tables, dtype=torch.int64, device=DEVICE)
+    misses, evictions = torch.zeros_like(hits), torch.zeros_like(hits)
+    pending = table.pending
+    device_rows = parts if split > parts.spare else None
+    slots, buckets, owners, entry, out = ops.find_or_claim(
+        indices, offsets, (offsets.numel() - 1) // table.map.num_tables, table.bucket_tensors, table._keys, table._occupied,
+        table._scores, table.bucket_capacity, 7, lfu, True, hits, misses, pending, device_rows, 4,
+    )
+    claimed = pending.keys.clone()
+    reps, count = ops.compact_new(entry, pending)
+    protect = table.or_spare(slots)
+    table._protected[protect] = True
+    ops.place_new(reps, count, buckets, entry, owners, pending, table._occupied, table._scores, table._protected, evictions, table.bucket_capacity)
+    table._protected[protect] = False
+    draws = DrawTables(
+        torch.tensor([seed_word(1), seed_word(2)], device=DEVICE), torch.tensor([-0.5, 1.0], device=DEVICE), torch.tensor([1.0, 0.0], device=DEVICE),
+    )
+    ops.write_new(reps, count, indices, entry, owners, pending, table._keys, table._scores, table._occupied, parts, draws, 0.25, 4, 7, lfu)
+    fresh = torch.zeros(indices.numel(), 4, device=DEVICE)
+    ops.fresh_rows(indices, slots, entry, pending.target, owners, draws, fresh)
+    state = (table._keys.clone(), table._scores.clone(), table._occupied.clone(), hits, misses, evictions)
+    return slots, entry, out, fresh, claimed, state, _joined(parts), pending
+
+
+@kernels_here
+@pytest.mark.parametrize("lfu", [False, True])
+@pytest.mark.parametrize("split", [None, 0, 9])
+def test_insert_of_new_ids_without_a_count_matches_torch(lfu: bool, split: int | None) -> None:
+    """Find, carry-in, locate, elect, plan, write and fill in, kernels against torch: two tables in one set of
+    slot arrays with full buckets (evictions), repeated new ids, and a batch that brings one bucket more new
+    ids than it has slots."""
+    cap = 4
+    results = {}
+    for ops in (torch_ops, triton_ops):
+        table, stored, owners = _map_table((3, 5), (3, 2), cap, seed=4)
+        table.insert(*(lambda k: (k, torch.full_like(k, 1)))(torch.tensor([1000, 1001], device=DEVICE)))  # some buckets fuller
+        total = table.capacity + 1
+        rows = torch.randn(total, 4 + 2, generator=torch.Generator().manual_seed(3)).to(DEVICE)
+        generator = torch.Generator().manual_seed(8)
+        first = torch.cat([stored[owners == 0][:5], torch.randint(-300, 300, (9,), generator=generator).to(DEVICE)])
+        second = torch.cat([stored[owners == 1][:3], torch.arange(500, 530, device=DEVICE)])  # 30 new ids: buckets overfill
+        indices = torch.cat([first, first[:4], second, second[-6:]])
+        offsets = torch.tensor([0, 9, 18, 40, indices.numel()], device=DEVICE)
+        results[ops] = _insert_new_with(ops, table, rows, table.capacity + 1 if split is None else split, indices, offsets, lfu)
+    ours, reference = results[triton_ops], results[torch_ops]
+    for name, a, b in zip(("slots", "entry", "out", "fresh", "claimed"), ours[:5], reference[:5], strict=True):
+        if a is None or b is None:
+            assert a is None and b is None, name
+        elif a.dtype.is_floating_point:
+            torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-7, msg=name)
+        else:
+            assert torch.equal(a, b), name
+    for a, b in zip(ours[5][:3], reference[5][:3], strict=True):  # the spare entry (absent ids' touches) aside
+        assert torch.equal(a[:-1], b[:-1])
+    for a, b in zip(ours[5][3:], reference[5][3:], strict=True):
+        assert torch.equal(a, b)
+    torch.testing.assert_close(ours[6][:-1], reference[6][:-1], rtol=1e-6, atol=1e-7)
+    assert (reference[1] == -1).any() and (reference[0] == -1).any(), "some ids found no entry or no slot"
+    assert reference[5][5].sum() > 0, "some inserts evicted"
+    for pending in (ours[7], reference[7]):  # reset for the next batch
+        assert (pending.keys == torch.iinfo(torch.int64).max).all() and (pending.owner == 0).all() and (pending.uses == 0).all()
+
+
+@kernels_here
+def test_pooling_reads_fresh_rows_for_indices_without_a_slot() -> None:
+    generator = torch.Generator().manual_seed(5)
+    emb = torch.randn(30, 6, generator=generator).to(DEVICE)
+    offsets = torch.tensor([0, 3, 3, 9, 10], device=DEVICE)
+    inverse = torch.randint(0, 30, (10,), generator=generator).to(DEVICE)
+    inverse[[1, 4, 9]] = -1
+    fresh = torch.randn(10, 6, generator=generator).to(DEVICE)
+    expected = torch.stack([(torch.where((inverse[a:b] < 0).unsqueeze(1), fresh[a:b], emb[inverse[a:b].clamp(min=0)])).sum(0) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)])
+    for ops in (torch_ops, triton_ops):
+        out = torch.zeros(4, 6, device=DEVICE)
+        ops.pool_rows(emb, inverse, offsets, PoolingMode.SUM, out, fresh)
+        torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)

@@ -46,12 +46,14 @@ class DeferredChecks:
     """The first failed value check among the batches a module took since it was last read, kept on the device.
 
     ``fold`` keeps a batch's verdict without a host read (two tiny kernels); ``raise_pending`` reads it (one
-    host sync), clears it and raises the ValueError an eager check of that batch raises.
+    host sync, only if some batch was folded since the last read, so an eval loop pays it once), clears it and
+    raises the ValueError an eager check of that batch raises.
     """
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self._first = torch.zeros(4, dtype=torch.int64, device=device)  # a verdict; all zeros: none failed
+        self._unread = False
 
     @property
     def defers(self) -> bool:
@@ -59,8 +61,12 @@ class DeferredChecks:
 
     def fold(self, verdict: torch.Tensor) -> None:
         self._first = torch.where(self._first[:1] != _PASSED, self._first, verdict)
+        self._unread = True
 
     def raise_pending(self) -> None:
+        if not self._unread:
+            return
+        self._unread = False
         verdict = self._first.tolist()
         self._first.zero_()
         _raise_failed(*verdict)
