@@ -87,11 +87,20 @@ def test_a_deferred_bad_batch_trains_and_raises_its_eager_message_once_at_a_read
     read(tables)  # raised once: nothing is pending any more
 
 
-def test_a_deferred_eval_batch_raises_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_deferred_eval_batch_waits_for_a_read_point_and_an_eval_loop_reads_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eval reads what training left pending (once), so an eval loop does not wait for the device every step;
+    a bad eval batch is raised at the next read point."""
     defer_on_cpu(monkeypatch)
     tables = two_tables().eval()
+    tables(torch.tensor([1, 2, 3]), torch.tensor(BAD_OFFSETS[0]))
+    tables(torch.tensor([1, 2, 3]), torch.tensor([0, 1, 2, 3, 3]))  # no training batch came: nothing read
     with pytest.raises(ValueError, match="non-decreasing"):
-        tables(torch.tensor([1, 2, 3]), torch.tensor(BAD_OFFSETS[0]))
+        tables.check_inputs()
+    tables.train()
+    tables(torch.tensor([1, 2, 3]), torch.tensor(BAD_OFFSETS[0]))
+    tables.eval()
+    with pytest.raises(ValueError, match="non-decreasing"):
+        tables(torch.tensor([1, 2, 3]), torch.tensor([0, 1, 2, 3, 3]))
 
 
 def test_the_first_bad_batch_is_the_one_raised(monkeypatch: pytest.MonkeyPatch) -> None:

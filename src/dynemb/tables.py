@@ -28,9 +28,10 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     made on the device and kept there: the first failure since the last read is raised,
     with the message an eager check gives, by ``check_inputs`` (which a training loop may
     call every N steps) and at points that read the device anyway or do not run in a step:
-    eval forward, ``export_table``, ``load_table``, ``size``, ``cache_stats`` and
-    ``host_traffic``. Until then a bad batch runs on safe offsets (garbage out, nothing out
-    of bounds). On the CPU they raise at once.
+    ``export_table``, ``load_table``, ``size``, ``cache_stats``, ``host_traffic``, and the
+    first eval forward after training (an eval loop reads once; its own batches wait for
+    the next read point). Until then a bad batch runs on safe offsets (garbage out, nothing
+    out of bounds). On the CPU they raise at once.
     """
 
     def __init__(
@@ -76,11 +77,11 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return self.engine.step
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        layout = check_batch(indices, offsets, self.num_tables, self._checks)
+        layout = check_batch(indices, offsets, self.num_tables, self._checks, self.training)
         if self.training and torch.is_grad_enabled():
             return DynamicEmbeddingFunction.apply(self._anchor, self.engine, indices, layout)
         if not self.training:
-            self.check_inputs()
+            self._checks.raise_pending(after_training=True)
         stage = "DynamicEmbeddingFunction.forward" if self.training else "dynamicemb_eval_forward"
         with emit_range(stage):
             output, _ = self.engine.lookup(indices, layout, training=self.training)

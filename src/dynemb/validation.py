@@ -54,25 +54,29 @@ class DeferredChecks:
         self.device = device
         self._first = torch.zeros(4, dtype=torch.int64, device=device)  # a verdict; all zeros: none failed
         self._unread = False
+        self._unread_training = False
 
     @property
     def defers(self) -> bool:
         return self.device.type in DEFERRED_DEVICE_TYPES
 
-    def fold(self, verdict: torch.Tensor) -> None:
+    def fold(self, verdict: torch.Tensor, training: bool) -> None:
         self._first = torch.where(self._first[:1] != _PASSED, self._first, verdict)
         self._unread = True
+        self._unread_training |= training
 
-    def raise_pending(self) -> None:
-        if not self._unread:
+    def raise_pending(self, after_training: bool = False) -> None:
+        """Raise the first pending failure; ``after_training``: only if a training batch came since the last
+        read (an eval loop reads once, after training, and its own batches wait for the next read point)."""
+        if not self._unread or (after_training and not self._unread_training):
             return
-        self._unread = False
+        self._unread = self._unread_training = False
         verdict = self._first.tolist()
         self._first.zero_()
         _raise_failed(*verdict)
 
 
-def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, checks: DeferredChecks) -> BatchLayout:
+def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, checks: DeferredChecks, training: bool = True) -> BatchLayout:
     """Raise ValueError unless (indices, offsets) is a valid TBE batch for ``num_tables`` tables on
     ``checks.device``; the checks of the offsets' values wait in ``checks`` where it defers them."""
     if not isinstance(indices, torch.Tensor) or not isinstance(offsets, torch.Tensor):
@@ -98,7 +102,7 @@ def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, c
     if not checks.defers:
         _raise_failed(*verdict.tolist())
         return BatchLayout(batch_size, offsets)
-    checks.fold(verdict)
+    checks.fold(verdict, training)
     return BatchLayout(batch_size, _safe_offsets(offsets, indices.numel()))
 
 
