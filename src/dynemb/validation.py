@@ -103,7 +103,7 @@ def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, c
         _raise_failed(*verdict.tolist())
         return BatchLayout(batch_size, offsets)
     checks.fold(verdict, training)
-    return BatchLayout(batch_size, _safe_offsets(offsets, indices.numel()))
+    return BatchLayout(batch_size, _safe_offsets(offsets, indices.numel(), verdict))
 
 
 def _verdict(offsets: torch.Tensor, num_indices: int) -> torch.Tensor:
@@ -122,11 +122,11 @@ def _raise_failed(check: int, first: int, last: int, num_indices: int) -> None:
         raise ValueError(f"offsets must start at 0 and end at len(indices)={num_indices}, got {first} and {last}")
 
 
-def _safe_offsets(offsets: torch.Tensor, num_indices: int) -> torch.Tensor:
-    """Offsets every kernel can take, whatever the batch's: in [0, len(indices)], from 0 to len(indices),
-    non-decreasing (a valid batch's own). Bags index within indices and their lengths sum to len(indices), so
-    pooling, unpooling (``repeat_interleave`` with ``output_size``) and the table search stay in bounds."""
-    safe = offsets.clamp(0, num_indices)
-    safe[:1].fill_(0)
-    safe[-1:].fill_(num_indices)
-    return torch.cummax(safe, 0).values
+def _safe_offsets(offsets: torch.Tensor, num_indices: int, verdict: torch.Tensor) -> torch.Tensor:
+    """The batch's offsets where it passed, else an even split of the indices into its bags (from 0 to
+    len(indices), non-decreasing): a bad batch's output is garbage either way, and every kernel (pooling,
+    unpooling by ``repeat_interleave`` with ``output_size``, the table search) stays in bounds. Elementwise,
+    as a scan over a batch's offsets (``cummax``) is slow on CUDA."""
+    bags = offsets.numel() - 1
+    even = torch.arange(offsets.numel(), dtype=torch.int64, device=offsets.device) * num_indices // bags
+    return torch.where(verdict[0] != _PASSED, even, offsets)
