@@ -421,12 +421,11 @@ def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: i
     misses, evictions = torch.zeros_like(hits), torch.zeros_like(hits)
     pending = table.pending
     device_rows = parts if split > parts.spare else None
-    slots, buckets, owners, entry, out = ops.find_or_claim(
+    slots, buckets, owners, entry, out, (reps, count) = ops.find_or_claim(
         indices, offsets, (offsets.numel() - 1) // table.map.num_tables, table.bucket_tensors, table._keys, table._occupied,
         table._scores, table.bucket_capacity, 7, lfu, True, hits, misses, pending, device_rows, 4,
     )
     claimed = pending.keys.clone()
-    reps, count = ops.compact_new(entry, pending)
     protect = table.or_spare(slots)
     table._protected[protect] = True
     ops.place_new(reps, count, buckets, entry, owners, pending, table._occupied, table._scores, table._protected, evictions, table.bucket_capacity)
@@ -434,9 +433,8 @@ def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: i
     draws = DrawTables(
         torch.tensor([seed_word(1), seed_word(2)], device=DEVICE), torch.tensor([-0.5, 1.0], device=DEVICE), torch.tensor([1.0, 0.0], device=DEVICE),
     )
-    ops.write_new(reps, count, indices, entry, owners, pending, table._keys, table._scores, table._occupied, parts, draws, 0.25, 4, 7, lfu)
     fresh = torch.zeros(indices.numel(), 4, device=DEVICE)
-    ops.fresh_rows(indices, slots, entry, pending.target, owners, draws, fresh)
+    ops.write_new(reps, count, indices, entry, owners, pending, table._keys, table._scores, table._occupied, parts, draws, 0.25, 4, 7, lfu, slots, fresh)
     state = (table._keys.clone(), table._scores.clone(), table._occupied.clone(), hits, misses, evictions)
     return slots, entry, out, fresh, claimed, state, _joined(parts), pending
 

@@ -153,24 +153,22 @@ class TableGroup:
             self._insert(batch, slots, buckets, missing)
 
     def _lookup_on_device(self, batch: GroupBatch, pooling: PoolingMode) -> tuple[torch.Tensor, BatchPlan]:
-        """``lookup`` without a host sync: the find claims a pending entry for each absent id, the insert runs
-        over the batch (``BucketedHashTable.insert_new``), and the absent indices' values and slots are filled
-        in afterwards. Backward sorts the slots (they changed after any read's sort)."""
+        """``lookup`` without a host sync: the find carries each absent id into a pending row of its bucket, the
+        insert runs over the batch or to a count only the device knows (``BucketedHashTable.insert_new``), and
+        fills in the absent indices' values and slots. Backward sorts the slots (they changed after any sort here)."""
         index, rows = self.storage.index, self.storage.rows
         with op_range(self.find_op):
-            slots, buckets, table, entry, per_index = index.find_or_claim(
+            slots, buckets, table, entry, per_index, new = index.find_or_claim(
                 batch.indices, batch.offsets, batch.batch_size, True, self.scores.clock, self.counts_accesses, self.hits, self.misses,
                 claim=True, **self._fused_read(pooling),
             )
         per_index = self._read_host_rows(slots, per_index)
+        fresh = self._fresh_target(per_index, slots)
         with op_range(self.insert_op):
             index.insert_new(
-                slots, buckets, entry, table, batch.indices, self.evictions, rows.parts(), self.initializer.draws, self.state_fill,
-                self.dim, self.scores.clock, self.counts_accesses,
+                slots, buckets, entry, new, table, batch.indices, self.evictions, rows.parts(), self.initializer.draws, self.state_fill,
+                self.dim, self.scores.clock, self.counts_accesses, fresh,
             )
-        with op_range("initializer"):
-            fresh = self._fresh_target(per_index, slots)
-            kernels.fresh_rows(batch.indices, slots, entry, index.pending.target, table, self.initializer.draws, fresh)
         with op_range("gather_embedding"):
             output = self._output(per_index, slots, batch, pooling, fresh)
         return output, BatchPlan(batch, slots, self.version, None, False)
@@ -201,14 +199,14 @@ class TableGroup:
         """``eval_lookup`` without a host sync: unknown ids' eval values are drawn in place."""
         index = self.storage.index
         with op_range(self.find_op):
-            slots, _, table, _, per_index = index.find_or_claim(
+            slots, _, table, _, per_index, _ = index.find_or_claim(
                 batch.indices, batch.offsets, batch.batch_size, False, 0, False, self.hits, self.misses, claim=False,
                 **self._fused_read(pooling),
             )
         per_index = self._read_host_rows(slots, per_index)
         with op_range("initializer"):
             fresh = self._fresh_target(per_index, slots)
-            kernels.fresh_rows(batch.indices, slots, None, None, table, self.eval_initializer.draws, fresh)
+            kernels.fresh_rows(batch.indices, slots, table, self.eval_initializer.draws, fresh)
         with op_range("gather_embedding"):
             return self._output(per_index, slots, batch, pooling, fresh)
 

@@ -205,34 +205,38 @@ class BucketedHashTable:
     def find_or_claim(
         self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, touch: bool, clock: int, add_counts: bool,
         hits: torch.Tensor, misses: torch.Tensor, claim: bool, rows: RowParts | None = None, columns: int = 0,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        """``find_batch`` that also gives each index's table, with ``claim`` each absent id's pending entry (for
-        ``insert_new``), and with ``rows`` (device rows) each index's first ``columns``: (slots, buckets, table,
-        entry, rows read)."""
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
+        """``find_batch`` that also gives each index's table; with ``claim`` each absent id's pending entry and the
+        batch's new ids (for ``insert_new``); with ``rows`` (device rows) each index's first ``columns``:
+        (slots, buckets, table, entry, rows read, new ids)."""
         return kernels.find_or_claim(
             indices, offsets, batch_size, self.bucket_tensors, self._keys, self._occupied, self._scores, self.bucket_capacity,
             clock, add_counts, touch, hits, misses, self.pending if claim else None, rows, columns,
         )
 
     def insert_new(
-        self, slots: torch.Tensor, buckets: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, keys: torch.Tensor,
-        evictions: torch.Tensor, parts: RowParts, draws: DrawTables, state_fill: float, dim: int, clock: int, lfu: bool,
+        self, slots: torch.Tensor, buckets: torch.Tensor, entry: torch.Tensor, new: tuple[torch.Tensor, torch.Tensor], table: torch.Tensor,
+        keys: torch.Tensor, evictions: torch.Tensor, parts: RowParts, draws: DrawTables, state_fill: float, dim: int, clock: int, lfu: bool,
+        fresh: torch.Tensor,
     ) -> None:
-        """Insert the ids ``find_or_claim`` found absent, each once, with their initial rows (into ``parts``), and
-        count evictions per table; the indices' ``slots`` are left as found (``kernels.fresh_rows`` fills them in).
+        """Insert the ids ``find_or_claim`` found absent (``new``), each once, with their initial rows (into
+        ``parts``), and count evictions per table; each absent index then gets its new id's slot in ``slots``
+        (-1 where none) and its initial values in its row of ``fresh``.
 
         Placement is ``insert``'s (the new ids of a bucket ranked by id), and slots in ``slots``
-        are protected. How many ids are new only the device
-        knows: every step here runs over the batch or loops to a device count, so nothing
-        waits for the host.
+        are protected. How many ids are new only the device knows: every step here runs over
+        the batch or loops to a device count, so nothing waits for the host.
         """
         pending = self.pending
-        reps, count = kernels.compact_new(entry, pending)
+        reps, count = new
         protect = self.or_spare(slots)
         self._protected[protect] = True
         kernels.place_new(reps, count, buckets, entry, table, pending, self._occupied, self._scores, self._protected, evictions, self.bucket_capacity)
         self._protected[protect] = False
-        kernels.write_new(reps, count, keys, entry, table, pending, self._keys, self._scores, self._occupied, parts, draws, state_fill, dim, clock, lfu)
+        kernels.write_new(
+            reps, count, keys, entry, table, pending, self._keys, self._scores, self._occupied, parts, draws, state_fill, dim, clock, lfu,
+            slots, fresh,
+        )
         self.version += 1
 
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:

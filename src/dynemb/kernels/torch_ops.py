@@ -201,25 +201,26 @@ def find_or_claim(
     keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
     occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
     hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, rows: RowParts | None, columns: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
     """``find`` of a TBE batch, with each index's table; with ``pending``, each absent key's pending entry
     (``entry``; entry ``bucket * capacity + j`` holds the bucket's ``j``-th new key by id, -1 for keys past
-    the ``bucket_capacity``-th), filling ``pending``'s ``keys`` and ``uses``; with ``rows``, each index's
-    first ``columns`` (the spare row where absent)."""
+    the ``bucket_capacity``-th), filling ``pending``'s ``keys`` and ``uses``, and the new ids (the first index
+    of each, and how many: a one-entry tensor); with ``rows``, each index's first ``columns`` (the spare row
+    where absent)."""
     n = keys.numel()
     bounds = offsets[::batch_size].contiguous()
     table = torch.searchsorted(bounds, torch.arange(n, device=keys.device), right=True) - 1
     slots, buckets = find(
         keys, table, None, 0, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch, hits, misses,
     )
-    entry = None
-    if pending is not None:
-        entry = torch.full_like(slots, -1)
-        absent = torch.nonzero(slots < 0).squeeze(1)
-        if absent.numel():
-            _claim(keys[absent], buckets[absent], absent, entry, pending, bucket_capacity)
     out = None if rows is None else gather_rows(rows, slots, columns)
-    return slots, buckets, table, entry, out
+    if pending is None:
+        return slots, buckets, table, None, out, None
+    entry = torch.full_like(slots, -1)
+    absent = torch.nonzero(slots < 0).squeeze(1)
+    if absent.numel():
+        _claim(keys[absent], buckets[absent], absent, entry, pending, bucket_capacity)
+    return slots, buckets, table, entry, out, _first_of_each(entry)
 
 
 def _claim(keys: torch.Tensor, buckets: torch.Tensor, positions: torch.Tensor, entry: torch.Tensor, pending: PendingArrays, cap: int) -> None:
@@ -239,8 +240,8 @@ def _claim(keys: torch.Tensor, buckets: torch.Tensor, positions: torch.Tensor, e
     pending.uses[claimed[kept]] = torch.bincount(group, minlength=first.numel())[kept]
 
 
-def compact_new(entry: torch.Tensor, pending: PendingArrays) -> tuple[torch.Tensor, torch.Tensor]:
-    """(positions, count): one batch position per new id (its first index), and how many (a one-entry tensor)."""
+def _first_of_each(entry: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(positions, count): the first index of each new id (entry), and how many (a one-entry tensor)."""
     claiming = torch.nonzero(entry >= 0).squeeze(1)
     by_entry = torch.sort(entry[claiming], stable=True)
     starts = torch.ones_like(by_entry.values, dtype=torch.bool)
@@ -273,40 +274,39 @@ def place_new(
 def write_new(
     reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
     table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, parts: RowParts, draws: DrawTables,
-    state_fill: float, dim: int, clock: int, lfu: bool,
+    state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
 ) -> None:
     """Store the new ids ``place_new`` planned (key, score: their uses with ``lfu``, else ``clock``; initial row
-    with every state column ``state_fill``) and reset their pending entries."""
+    with every state column ``state_fill``), reset their pending entries, and fill in each index with slot -1:
+    the slot its new id got (-1 where none) and its initial values into its row of ``dst``."""
     reps = reps[: int(count[0])]
     at = entry[reps]
     target = pending.target[at]
     placed = torch.nonzero(target >= 0).squeeze(1)
-    slots, new_keys, tables = target[placed], keys[reps[placed]], table[reps[placed]]
-    table_keys[slots] = new_keys
-    table_scores[slots] = pending.uses[at[placed]] if lfu else clock
-    occupied[slots] = True
+    new_slots, new_keys, tables = target[placed], keys[reps[placed]], table[reps[placed]]
+    table_keys[new_slots] = new_keys
+    table_scores[new_slots] = pending.uses[at[placed]] if lfu else clock
+    occupied[new_slots] = True
     rows = torch.full((placed.numel(), parts.width), state_fill, dtype=torch.float32, device=keys.device)
     rows[:, :dim] = uniform_rows(new_keys, dim, draws.seed_words[tables], draws.lower[tables], draws.span[tables])
-    scatter_rows(parts, slots, rows)
+    scatter_rows(parts, new_slots, rows)
     pending.keys[at] = _INT64_MAX
     pending.owner[at] = 0
     pending.uses[at] = 0
-
-
-def fresh_rows(
-    keys: torch.Tensor, slots: torch.Tensor, entry: torch.Tensor | None, target: torch.Tensor | None, table: torch.Tensor,
-    draws: DrawTables, dst: torch.Tensor,
-) -> None:
-    """For each index with slot -1: its key's initial values into its row of ``dst`` and, given ``entry`` and
-    ``target``, the slot its new id got (-1 where none)."""
     absent = torch.nonzero(slots < 0).squeeze(1)
-    if absent.numel() == 0:
-        return
-    if entry is not None:
-        claimed = entry[absent]
-        slots[absent] = torch.where(claimed >= 0, target[claimed.clamp(min=0)], -1)
-    tables = table[absent]
-    dst[absent] = uniform_rows(keys[absent], dst.shape[1], draws.seed_words[tables], draws.lower[tables], draws.span[tables])
+    claimed = entry[absent]
+    slots[absent] = torch.where(claimed >= 0, pending.target[claimed.clamp(min=0)], -1)
+    _draw_into(keys, absent, table, draws, dst)
+
+
+def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor) -> None:
+    """For each index with slot -1: its key's initial values into its row of ``dst``."""
+    _draw_into(keys, torch.nonzero(slots < 0).squeeze(1), table, draws, dst)
+
+
+def _draw_into(keys: torch.Tensor, positions: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor) -> None:
+    tables = table[positions]
+    dst[positions] = uniform_rows(keys[positions], dst.shape[1], draws.seed_words[tables], draws.lower[tables], draws.span[tables])
 
 
 def uniform_rows(
@@ -324,6 +324,6 @@ def uniform_rows(
 
 
 __all__ = [
-    "compact_new", "find", "find_or_claim", "fresh_rows", "gather_rows", "gather_unique", "place_keys", "place_new", "pool_rows",
+    "find", "find_or_claim", "fresh_rows", "gather_rows", "gather_unique", "place_keys", "place_new", "pool_rows",
     "reduce_and_update", "scatter_rows", "table_buckets", "uniform_rows", "write_new",
 ]

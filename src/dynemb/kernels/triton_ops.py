@@ -34,6 +34,8 @@ on CPU tensors through Triton's interpreter (how the tests check them without a 
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 import triton.language as tl
@@ -41,6 +43,9 @@ import triton.language as tl
 from dynemb.kernels.operands import BucketTensors, DrawTables, PendingArrays, RowParts
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
+
+# Kernels run through Triton's interpreter (on CPU tensors): launched the plain way.
+_INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 # Grouped gradient positions per program of the fused reduce + update.
 _SEGMENT_BLOCK = 32
@@ -61,6 +66,55 @@ _FIND_BLOCK = 32
 _FIND_CHUNK = 32
 # Elements per program in elementwise kernels.
 _ELEMENT_BLOCK = 1024
+
+
+def _specialization(value: object) -> tuple:
+    """What Triton compiles a kernel argument's variant by, or finer: a tensor's dtype and 16-byte alignment, an
+    int's width class and whether it is 1 or a multiple of 16 (its specialization), any other value's type."""
+    if isinstance(value, torch.Tensor):
+        return value.dtype, value.data_ptr() % 16 == 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        return (type(value),)
+    return -(2**31) <= value < 2**31, value == 1, value % 16 == 0
+
+
+# Compiled variants met so far, by kernel, launch options and the arguments' specializations.
+_COMPILED: dict[tuple, object] = {}
+
+
+def _launch(kernel: triton.JITFunction, grid: tuple[int, ...], *args: object, **meta: object) -> None:
+    """``kernel[grid](*args, **meta)`` (runtime arguments positional, constexprs and launch options by name).
+
+    The first launch of a variant goes through Triton, which compiles it and hands back the compiled kernel;
+    later ones call that straight away. Triton's own launch path (binding, specialization, its cache key,
+    checks of globals) costs the host some 100 µs a launch, more than many of these kernels run, and a step
+    launches about ten.
+    """
+    if _INTERPRETED:
+        kernel[grid](*args, **meta)
+        return
+    key = (kernel, tuple(meta.items()), torch.cuda.current_device(), *map(_specialization, args))
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        _COMPILED[key] = kernel[grid](*args, **meta)
+        return
+    values = (*args, *(meta[name] for name in kernel.arg_names[len(args):]))
+    stream = torch.cuda.current_stream().cuda_stream
+    grid = (*grid, 1, 1)
+    compiled.run(
+        grid[0], grid[1], grid[2], stream, compiled.function, compiled.packed_metadata, compiled.launch_metadata(grid[:3], stream, *values),
+        *_launch_hooks(), *values,
+    )
+
+
+def _launch_hooks() -> tuple[object, object]:
+    """The enter and exit hooks a profiler may have set on Triton's launches (read at each launch, as Triton does)."""
+    knobs = getattr(triton, "knobs", None)
+    if knobs is not None:
+        return knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook
+    from triton.compiler import CompiledKernel
+
+    return CompiledKernel.launch_enter_hook, CompiledKernel.launch_exit_hook
 
 
 class PartialUpdateError(RuntimeError):
@@ -222,7 +276,7 @@ def _launch_find(
     rows, out = (gather[0].device, gather[1]) if gather is not None else (table_keys, keys)
     dim = out.shape[1] if gather is not None else 1
     spare = table_keys.numel() - 1
-    _find_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
+    _launch(_find_kernel, (triton.cdiv(n, _FIND_BLOCK),),
         keys, n, keys if table is None else table, keys if offsets is None else offsets, batch_size, tables, *maps,
         table_keys, occupied.view(torch.uint8), table_scores, slots, buckets, clock, hits, misses,
         keys if table_out is None else table_out, keys if pending is None else pending.keys, spare, rows, rows.stride(0), out,
@@ -236,32 +290,45 @@ def find_or_claim(
     keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
     occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
     hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, rows: RowParts | None, columns: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-    """``find`` of a TBE batch that also gives each index's table and, with ``pending``, each absent key's
-    pending entry (``entry``, -1: none); with ``rows`` (device rows only) it also reads each index's first
-    ``columns`` (``out``, the spare row where absent). Returns (slots, buckets, table, entry, out)."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
+    """``find`` of a TBE batch that also gives each index's table; with ``pending``, each absent key's pending
+    entry (``entry``, -1: none) and the new ids (one batch position each, in no particular order, in the first
+    ``count`` entries of ``[n]`` positions; ``count`` a device scalar); with ``rows`` (device rows only) each
+    index's first ``columns`` (``out``, the spare row where absent). Returns (slots, buckets, table, entry, out,
+    (positions, count))."""
     n = keys.numel()
     slots, buckets, table = (torch.empty(n, dtype=torch.int64, device=keys.device) for _ in range(3))
-    entry = torch.empty(n, dtype=torch.int64, device=keys.device) if pending is not None else None
     out = torch.empty(n, columns, dtype=torch.float32, device=keys.device) if rows is not None else None
+    if pending is None:
+        if n:
+            _launch_find(
+                keys, None, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch,
+                hits, misses, slots, buckets, table, None, None if rows is None else (rows, out),
+            )
+        return slots, buckets, table, None, out, None
+    entry = torch.empty(n, dtype=torch.int64, device=keys.device)
+    reps = torch.empty(n, dtype=torch.int64, device=keys.device)
+    count = torch.zeros(1, dtype=torch.int64, device=keys.device)
     if n:
         _launch_find(
             keys, None, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch,
             hits, misses, slots, buckets, table, pending, None if rows is None else (rows, out),
         )
-        if pending is not None:  # once every key is carried in: where each landed, and how often it is used
-            _locate_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
-                keys, slots, buckets, n, pending.keys, pending.uses, entry,
-                CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
-            )
-    return slots, buckets, table, entry, out
+        # Once every key is carried in: where each landed, how often it is used, and one index per new id.
+        _launch(
+            _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, buckets, n, pending.keys, pending.uses, pending.owner, entry,
+            reps, count, CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
+        )
+    return slots, buckets, table, entry, out, (reps, count)
 
 
 @triton.jit(do_not_specialize=["n"])
 def _locate_kernel(
-    query_ptr, slot_ptr, bucket_ptr, n, pending_ptr, uses_ptr, entry_ptr, CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr,
+    query_ptr, slot_ptr, bucket_ptr, n, pending_ptr, uses_ptr, owner_ptr, entry_ptr, reps_ptr, count_ptr,
+    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr,
 ):
-    """Each absent key's entry in its bucket's pending row (-1: carried past its end), and its uses counted."""
+    """Each absent key's entry in its bucket's pending row (-1: carried past its end), its uses counted, and
+    the first of its indices to claim the entry's owner appended to the new ids at ``count``."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n
     absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
@@ -275,7 +342,15 @@ def _locate_kernel(
             stored = tl.load(pending_ptr + base[:, None] + pos[None, :], mask=live, other=0)
             first = tl.min(tl.where(live & (stored == query[:, None]), pos[None, :], CAP), axis=1)
             entry = tl.where((entry < 0) & (first < CAP), base + first, entry)
-        tl.atomic_add(uses_ptr + entry, tl.full([BLOCK], 1, tl.int64), mask=entry >= 0)
+        claiming = entry >= 0
+        tl.atomic_add(uses_ptr + entry, tl.full([BLOCK], 1, tl.int64), mask=claiming)
+        # Lanes without an entry compare -1 with entry 0's owner (never negative): no swap.
+        old = tl.atomic_cas(owner_ptr + tl.where(claiming, entry, 0), tl.where(claiming, 0, -1).to(tl.int32), (offs + 1).to(tl.int32))
+        lead = claiming & (old == 0)
+        found = tl.sum(lead.to(tl.int32), axis=0)
+        if found > 0:
+            at = tl.atomic_add(count_ptr, found.to(tl.int64)) + tl.cumsum(lead.to(tl.int64), axis=0) - 1
+            tl.store(reps_ptr + at, offs, mask=lead)
     tl.store(entry_ptr + offs, entry, mask=valid)
 
 
@@ -401,12 +476,12 @@ def reduce_and_update(
     rows = (parts.device, parts.host, parts.width, parts.split, parts.spare)
     hyper = _hyper_parameters(params, step)
     meta = dict(DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), P=_SEGMENT_BLOCK, OPT=_OPTIMIZER_CODE[optimizer])
-    _segment_update_kernel[(blocks,)](
+    _launch(_segment_update_kernel, (blocks,),
         index_grads, index_grads.stride(0), order, grouped_slots, n, *rows, head, tail, *hyper, **meta,
         num_warps=_SEGMENT_WARPS,
     )
     try:
-        _crossing_update_kernel[(blocks,)](grouped_slots, n, *rows, head, tail, *hyper, **meta)
+        _launch(_crossing_update_kernel, (blocks,), grouped_slots, n, *rows, head, tail, *hyper, **meta)
     except Exception as error:
         raise PartialUpdateError(f"the first kernel already stepped the ids inside blocks: {error}") from error
 
@@ -442,7 +517,7 @@ def gather_rows(parts: RowParts, slots: torch.Tensor, columns: int) -> torch.Ten
     n = slots.numel()
     out = torch.empty(n, columns, dtype=parts.device.dtype, device=slots.device)
     if n:
-        _move_rows_kernel[(triton.cdiv(n, _GATHER_ROWS),)](
+        _launch(_move_rows_kernel, (triton.cdiv(n, _GATHER_ROWS),),
             parts.device, parts.host, parts.width, parts.split, parts.spare, slots, out, n,
             DIM=columns, BLOCK_D=triton.next_power_of_2(columns), ROWS=_GATHER_ROWS, TO_STORE=False,
         )
@@ -485,7 +560,7 @@ def gather_unique(parts: RowParts, sorted_slots: torch.Tensor, order: torch.Tens
     n = sorted_slots.numel()
     out = torch.empty(n, columns, dtype=parts.device.dtype, device=sorted_slots.device)
     if n:
-        _gather_unique_kernel[(triton.cdiv(n, _UNIQUE_BLOCK),)](
+        _launch(_gather_unique_kernel, (triton.cdiv(n, _UNIQUE_BLOCK),),
             parts.device, parts.host, parts.width, parts.split, parts.spare, sorted_slots, order, out, n,
             DIM=columns, BLOCK_D=max(16, triton.next_power_of_2(columns)), P=_UNIQUE_BLOCK,
         )
@@ -497,7 +572,7 @@ def scatter_rows(parts: RowParts, slots: torch.Tensor, values: torch.Tensor) -> 
     n = slots.numel()
     if n:
         width = parts.width
-        _move_rows_kernel[(triton.cdiv(n, _GATHER_ROWS),)](
+        _launch(_move_rows_kernel, (triton.cdiv(n, _GATHER_ROWS),),
             parts.device, parts.host, width, parts.split, parts.spare, slots, values.contiguous(), n,
             DIM=width, BLOCK_D=triton.next_power_of_2(width), ROWS=_GATHER_ROWS, TO_STORE=True,
         )
@@ -538,7 +613,7 @@ def pool_rows(
     if bags == 0:
         return
     dim = emb.shape[1]
-    _pool_kernel[(bags,)](
+    _launch(_pool_kernel, (bags,),
         emb, emb.stride(0), inverse, offsets, out, out.stride(0), emb if fresh is None else fresh,
         DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN, FRESH=fresh is not None,
         num_warps=_BAG_WARPS,
@@ -609,7 +684,7 @@ def uniform_rows(
         low, width, lows, widths = (0.0, 0.0, lower, span) if bounds_per_key else (lower, span, out, out)
         block_d = triton.next_power_of_2(dim)
         block_k = max(1, min(64, 4096 // block_d))
-        _uniform_kernel[(triton.cdiv(n, block_k),)](
+        _launch(_uniform_kernel, (triton.cdiv(n, block_k),),
             keys, out, n, word, seeds, low, width, lows, widths,
             DIM=dim, BLOCK_D=block_d, BLOCK_K=block_k, SEED_PER_KEY=per_key, BOUNDS_PER_KEY=bounds_per_key,
         )
@@ -693,12 +768,12 @@ def place_keys(
         return target, evicted_mask, evicted_keys, evicted_scores
     occupied_bytes = occupied.view(torch.uint8)
     block_c = triton.next_power_of_2(bucket_capacity)
-    _place_kernel[(n,)](
+    _launch(_place_kernel, (n,),
         sorted_buckets, rank, occupied_bytes, table_scores, protected.view(torch.uint8), table_keys,
         target, evicted_mask.view(torch.uint8), evicted_keys, evicted_scores,
         CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c),
     )
-    _write_kernel[(triton.cdiv(n, _ELEMENT_BLOCK),)](
+    _launch(_write_kernel, (triton.cdiv(n, _ELEMENT_BLOCK),),
         target, order, keys, scores, table_keys, table_scores, occupied_bytes, n, BLOCK=_ELEMENT_BLOCK,
     )
     return target, evicted_mask, evicted_keys, evicted_scores
@@ -709,35 +784,6 @@ def place_keys(
 _PENDING_PROGRAMS = 4096
 # New ids per loop step of the row writer.
 _PENDING_ROWS = 8
-
-
-@triton.jit(do_not_specialize=["n"])
-def _compact_kernel(entry_ptr, owner_ptr, n, reps_ptr, count_ptr, BLOCK: tl.constexpr):
-    """One batch position per new id (the first of its indices to claim the entry's owner), appended at ``count``."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    valid = offs < n
-    entry = tl.load(entry_ptr + offs, mask=valid, other=-1)
-    claiming = entry >= 0
-    if tl.max(claiming.to(tl.int32), axis=0) > 0:
-        spare_free = tl.where(claiming, 0, -1).to(tl.int32)  # lanes without an entry compare -1 with 0: no swap
-        old = tl.atomic_cas(owner_ptr + tl.where(claiming, entry, 0), spare_free, (offs + 1).to(tl.int32))
-        lead = claiming & (old == 0)
-        found = tl.sum(lead.to(tl.int32), axis=0)
-        if found > 0:
-            base = tl.atomic_add(count_ptr, found.to(tl.int64))
-            at = base + tl.cumsum(lead.to(tl.int64), axis=0) - 1
-            tl.store(reps_ptr + at, offs, mask=lead)
-
-
-def compact_new(entry: torch.Tensor, pending: PendingArrays) -> tuple[torch.Tensor, torch.Tensor]:
-    """(positions, count): one batch position per new id, in no particular order, in the first ``count``
-    entries (a device scalar) of an ``[n]`` tensor."""
-    n = entry.numel()
-    reps = torch.empty(n, dtype=torch.int64, device=entry.device)
-    count = torch.zeros(1, dtype=torch.int64, device=entry.device)
-    if n:
-        _compact_kernel[(triton.cdiv(n, _ELEMENT_BLOCK),)](entry, pending.owner, n, reps, count, BLOCK=_ELEMENT_BLOCK)
-    return reps, count
 
 
 @triton.jit
@@ -770,21 +816,40 @@ def place_new(
         return
     block_c = triton.next_power_of_2(bucket_capacity)
     grid = min(n, _PENDING_PROGRAMS)
-    _place_pending_kernel[(grid,)](
+    _launch(_place_pending_kernel, (grid,),
         reps, count, buckets, entry, table, pending.target, occupied.view(torch.uint8), table_scores,
         protected.view(torch.uint8), evictions, CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c), GRID=grid,
     )
 
 
-@triton.jit(do_not_specialize=["split", "spare", "clock", "state_fill"])
+@triton.jit
+def _fill_absent(offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
+                 DIM: tl.constexpr, BLOCK_D: tl.constexpr, UPDATE: tl.constexpr):
+    """The indices ``offs`` with slot -1: their initial values into their rows of ``dst`` and (``UPDATE``) the
+    slot their new id got."""
+    valid = offs < n
+    absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
+    if tl.max(absent.to(tl.int32), axis=0) > 0:
+        if UPDATE:
+            entry = tl.load(entry_ptr + offs, mask=absent, other=-1)
+            tl.store(slot_ptr + offs, tl.load(target_ptr + entry, mask=absent & (entry >= 0), other=-1), mask=absent)
+        cols = tl.arange(0, BLOCK_D)
+        query = tl.load(query_ptr + offs, mask=absent, other=0)
+        table = tl.load(table_ptr + offs, mask=absent, other=0)
+        values = _drawn_rows(query, table, absent, seeds_ptr, lower_ptr, span_ptr, cols)
+        tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=absent[:, None] & (cols[None, :] < DIM))
+
+
+@triton.jit(do_not_specialize=["n", "split", "spare", "clock", "state_fill"])
 def _write_pending_kernel(
     reps_ptr, count_ptr, query_ptr, entry_ptr, table_ptr, target_ptr, pending_ptr, owner_ptr, uses_ptr,
     keys_ptr, scores_ptr, occupied_ptr, device_ptr, host_ptr, row_stride, split, spare,
-    seeds_ptr, lower_ptr, span_ptr, state_fill, clock,
-    DIM: tl.constexpr, WIDTH: tl.constexpr, BLOCK_W: tl.constexpr, ROWS: tl.constexpr, LFU: tl.constexpr, GRID: tl.constexpr,
+    seeds_ptr, lower_ptr, span_ptr, state_fill, clock, slot_ptr, dst_ptr, n,
+    DIM: tl.constexpr, WIDTH: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr,
+    LANES: tl.constexpr, LFU: tl.constexpr, GRID: tl.constexpr,
 ):
     """Write each planned new id (key, score, occupied flag, initial row with fresh optimizer state) and free
-    its pending entry for the next batch."""
+    its pending entry for the next batch; then fill in the batch's absent indices (``_fill_absent``)."""
     count = tl.load(count_ptr)
     cols = tl.arange(0, BLOCK_W)
     for start in range(tl.program_id(0) * ROWS, count, GRID * ROWS):
@@ -809,59 +874,47 @@ def _write_pending_kernel(
         tl.store(pending_ptr + entry, tl.full([ROWS], _HIGHEST, tl.int64), mask=valid)
         tl.store(owner_ptr + entry, tl.zeros([ROWS], dtype=tl.int32), mask=valid)
         tl.store(uses_ptr + entry, tl.zeros([ROWS], dtype=tl.int64), mask=valid)
+    for first in range(tl.program_id(0) * LANES, n, GRID * LANES):
+        offs = first + tl.arange(0, LANES).to(tl.int64)
+        _fill_absent(offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, DIM, BLOCK_D, True)
 
 
 def write_new(
     reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
     table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, parts: RowParts, draws: DrawTables,
-    state_fill: float, dim: int, clock: int, lfu: bool,
+    state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
 ) -> None:
-    """Store the new ids ``place_new`` planned, with initial rows, and reset their pending entries (see
-    ``torch_ops.write_new``)."""
+    """Store the new ids ``place_new`` planned, with initial rows, reset their pending entries, and fill in the
+    absent indices' slots and initial values (into ``dst``) (see ``torch_ops.write_new``)."""
     n = reps.numel()
     if n == 0:
         return
-    grid = min(triton.cdiv(n, _PENDING_ROWS), _PENDING_PROGRAMS)
-    _write_pending_kernel[(grid,)](
-        reps, count, keys, entry, table, pending.target, pending.keys, pending.owner, pending.uses,
+    grid = min(triton.cdiv(n, _FIND_BLOCK), _PENDING_PROGRAMS)
+    _launch(
+        _write_pending_kernel, (grid,), reps, count, keys, entry, table, pending.target, pending.keys, pending.owner, pending.uses,
         table_keys, table_scores, occupied.view(torch.uint8), parts.device, parts.host, parts.width, parts.split, parts.spare,
-        *draws, state_fill, clock,
-        DIM=dim, WIDTH=parts.width, BLOCK_W=triton.next_power_of_2(parts.width), ROWS=_PENDING_ROWS, LFU=lfu, GRID=grid,
+        *draws, state_fill, clock, slots, dst, n,
+        DIM=dim, WIDTH=parts.width, BLOCK_W=triton.next_power_of_2(parts.width), BLOCK_D=max(16, triton.next_power_of_2(dim)),
+        ROWS=_PENDING_ROWS, LANES=_FIND_BLOCK, LFU=lfu, GRID=grid,
     )
 
 
 @triton.jit(do_not_specialize=["n"])
 def _fresh_kernel(
-    query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, n,
-    DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK: tl.constexpr, UPDATE: tl.constexpr,
+    query_ptr, slot_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, n, DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK: tl.constexpr,
 ):
-    """Each absent index: its initial values into its row of ``dst`` and (``UPDATE``) its new slot."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    valid = offs < n
-    absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
-    if tl.max(absent.to(tl.int32), axis=0) > 0:
-        if UPDATE:
-            entry = tl.load(entry_ptr + offs, mask=absent, other=-1)
-            tl.store(slot_ptr + offs, tl.load(target_ptr + entry, mask=absent & (entry >= 0), other=-1), mask=absent)
-        cols = tl.arange(0, BLOCK_D)
-        query = tl.load(query_ptr + offs, mask=absent, other=0)
-        table = tl.load(table_ptr + offs, mask=absent, other=0)
-        values = _drawn_rows(query, table, absent, seeds_ptr, lower_ptr, span_ptr, cols)
-        tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=absent[:, None] & (cols[None, :] < DIM))
+    _fill_absent(offs, n, query_ptr, slot_ptr, slot_ptr, slot_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, DIM, BLOCK_D, False)
 
 
-def fresh_rows(
-    keys: torch.Tensor, slots: torch.Tensor, entry: torch.Tensor | None, target: torch.Tensor | None, table: torch.Tensor,
-    draws: DrawTables, dst: torch.Tensor,
-) -> None:
+def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor) -> None:
     """For each index with slot -1: its key's initial values into its row of ``dst`` (``[n, dim]``, contiguous)
-    and, given ``entry`` and ``target``, the slot its new id got (see ``torch_ops.fresh_rows``)."""
+    (see ``torch_ops.fresh_rows``)."""
     n = keys.numel()
     if n == 0:
         return
     dim = dst.shape[1]
-    update = entry is not None
-    _fresh_kernel[(triton.cdiv(n, _FIND_BLOCK),)](
-        keys, slots, entry if update else slots, target if update else slots, table, *draws, dst, n,
-        DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), BLOCK=_FIND_BLOCK, UPDATE=update,
+    _launch(
+        _fresh_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, table, *draws, dst, n,
+        DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), BLOCK=_FIND_BLOCK,
     )
