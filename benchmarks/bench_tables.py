@@ -19,7 +19,10 @@ config prints dyn and TBE ms side by side and their ratio (dyn / TBE). Each modu
 first trains one pass over every batch (``1st``: the dynamic tables insert every id
 of the run there, TBE's rows exist from the start), then ``--warmup`` more
 iterations, then the timed ones (``fwd``, ``bwd``, ``train``): the steady state of
-training, where ids seen before dominate, as in the benchmark suite. The seed size
+training, where ids seen before dominate, as in the benchmark suite. ``host`` is the
+wall ms per timed step the host took to hand the step to the GPU: where it reaches
+``fwd + bwd`` the step is host-bound (it waits for the GPU, or launches slower than
+the GPU runs). The seed size
 (default) is for a GPU; ``--small`` is a CPU-sized run that checks the script works
 (there TBE runs EmbeddingLocation.HOST, and ADAM, which TBE's CPU kernels lack,
 shows no baseline).
@@ -191,9 +194,11 @@ def prime(build: Callable[[], torch.nn.Module | None], work: Workload, batches: 
         torch.cuda.empty_cache()
 
 
-def measure(module: torch.nn.Module, work: Workload, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[float, float, float]:
+def measure(module: torch.nn.Module, work: Workload, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[float, float, float, float]:
     """Mean train ms of a first pass over every batch, then mean forward and backward ms over the timed
-    iterations that follow ``warmup`` untimed ones."""
+    iterations that follow ``warmup`` untimed ones, and the host's ms per timed step: the wall time the loop
+    took to hand its work to the GPU. A step whose host ms reaches its forward + backward is host-bound (it
+    waits for the GPU, or Python launches slower than the GPU runs)."""
     grad = torch.full((work.tables * work.batch, work.dim), 1e-3, device=work.device)
     timer = PhaseTimer(work.device)
     with torch.autograd.set_multithreading_enabled(False):
@@ -204,9 +209,11 @@ def measure(module: torch.nn.Module, work: Workload, batches: list[tuple[torch.T
             ids, offsets = batches[step % len(batches)]
             if step == work.warmup:
                 timer = PhaseTimer(work.device)
+                began = time.perf_counter()
             out = timer.run("forward", lambda ids=ids, offsets=offsets: module(ids, offsets))
             timer.run("backward", lambda out=out: out.backward(grad))
-    return first_pass, timer.mean_ms("forward"), timer.mean_ms("backward")
+        host_ms = (time.perf_counter() - began) * 1e3 / work.iterations
+    return first_pass, timer.mean_ms("forward"), timer.mean_ms("backward"), host_ms
 
 
 def copy_peaks(device: torch.device) -> dict[str, float] | None:
@@ -242,27 +249,28 @@ def run(work: Workload, names: list[str]) -> list[dict]:
     print(f"device {work.device}, {work.tables} tables x {work.rows} rows, dim {work.dim}, batch {work.batch}/table, "
           f"alpha {work.alpha}, {work.iterations} timed iterations; distinct ids/table {sum(unique) // len(unique)}")
     header = (f"{'config':<14}{'dyn fwd':>10}{'dyn bwd':>10}{'tbe fwd':>10}{'tbe bwd':>10}{'fwd x':>8}{'bwd x':>8}{'train x':>9}"
-              f"{'dyn 1st':>10}{'tbe 1st':>10}{'1st x':>8}")
+              f"{'dyn 1st':>10}{'tbe 1st':>10}{'1st x':>8}{'dyn host':>10}{'tbe host':>10}")
     print(header)
     records = []
     for name in names:
         optimizer, storage = CONFIGS[name]
         prime(functools.partial(build_dyn, work, optimizer, storage, unique), work, batches)
         dyn = build_dyn(work, optimizer, storage, unique)
-        dyn_first, dyn_fwd, dyn_bwd = measure(dyn, work, batches)
+        dyn_first, dyn_fwd, dyn_bwd, dyn_host = measure(dyn, work, batches)
         mode = dyn.storage_mode(0).value
         traffic = host_traffic(dyn, work, batches) if storage in OFF_DEVICE else None
         del dyn
         prime(functools.partial(build_tbe, work, optimizer, storage, unique), work, batches)
         tbe = build_tbe(work, optimizer, storage, unique)
-        tbe_first = tbe_fwd = tbe_bwd = None
+        tbe_first = tbe_fwd = tbe_bwd = tbe_host = None
         if tbe is not None:
-            tbe_first, tbe_fwd, tbe_bwd = measure(tbe, work, batches)
+            tbe_first, tbe_fwd, tbe_bwd, tbe_host = measure(tbe, work, batches)
             del tbe
         if work.device.type == "cuda":
             torch.cuda.empty_cache()
         record = dict(config=name, storage_mode=mode, dyn_forward_ms=dyn_fwd, dyn_backward_ms=dyn_bwd,
-                      tbe_forward_ms=tbe_fwd, tbe_backward_ms=tbe_bwd, dyn_first_pass_ms=dyn_first, tbe_first_pass_ms=tbe_first)
+                      tbe_forward_ms=tbe_fwd, tbe_backward_ms=tbe_bwd, dyn_first_pass_ms=dyn_first, tbe_first_pass_ms=tbe_first,
+                      dyn_host_ms=dyn_host, tbe_host_ms=tbe_host)
         if traffic is not None:
             record.update(host_read_bytes_per_iter=traffic[0], host_written_bytes_per_iter=traffic[1])
         records.append(record)
@@ -300,7 +308,8 @@ def format_row(record: dict) -> str:
             f"{ratio(record['dyn_forward_ms'], record['tbe_forward_ms'], 8)}"
             f"{ratio(record['dyn_backward_ms'], record['tbe_backward_ms'], 8)}{ratio(dyn_train, tbe_train, 9)}"
             f"{ms(record['dyn_first_pass_ms'])}{ms(record['tbe_first_pass_ms'])}"
-            f"{ratio(record['dyn_first_pass_ms'], record['tbe_first_pass_ms'], 8)}")
+            f"{ratio(record['dyn_first_pass_ms'], record['tbe_first_pass_ms'], 8)}"
+            f"{ms(record['dyn_host_ms'])}{ms(record['tbe_host_ms'])}")
 
 
 def write_results(path: str, work: Workload, records: list[dict], peaks: dict[str, float] | None) -> None:
