@@ -265,7 +265,9 @@ BLOCKINGS = [(8, 2, 4)] + ([None] if CUDA else [])
 @kernels_here
 @pytest.mark.parametrize("blocking", BLOCKINGS)
 @pytest.mark.parametrize("optimizer", list(EmbOptimType))
-def test_reduce_and_update_over_block_edges_matches_torch(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, blocking: tuple[int, int, int] | None) -> None:
+def test_reduce_and_update_over_block_edges_matches_torch(
+    monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, blocking: tuple[int, int, int] | None,
+) -> None:
     """Runs over many blocks and many crossing steps, back to back, ending on block edges, after the spare's
     prefix, and a batch smaller than a block: int64 slots with every row on the device, and int32 slots with
     the rows split among the batch's (the hot ids' rows in host memory)."""
