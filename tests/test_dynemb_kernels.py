@@ -191,28 +191,33 @@ def _joined(parts: RowParts) -> torch.Tensor:
     return torch.cat([parts.device[: parts.split], parts.host]) if parts.split else parts.host
 
 
-def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
-    """Rows of a table, and a batch of index gradients grouped by id: ids of one row to hot ids spanning many blocks."""
-    generator = torch.Generator().manual_seed(seed)
-    dim, capacity = 12, 200
+def _grouped_case(optimizer: EmbOptimType, slots: torch.Tensor, counts: torch.Tensor, dim: int, capacity: int, generator: torch.Generator) -> dict:
+    """Rows of a table (random embeddings, optimizer state off its initial values) and a batch of index
+    gradients in which id ``slots[i]`` has ``counts[i]`` indices, grouped by id as the update takes them."""
     params = OptimizerParams(learning_rate=0.05, weight_decay=0.01 if optimizer is EmbOptimType.ADAM else 0.0, initial_accumulator_value=0.1)
     rows = torch.cat([
         torch.randn(capacity + 1, dim, generator=generator),
         initial_state(optimizer, capacity + 1, dim, params, torch.device("cpu")) + torch.rand(capacity + 1, state_width(optimizer, dim), generator=generator),
     ], dim=1)
-    n_unique = 120
-    counts = torch.randint(1, 5, (n_unique,), generator=generator)
-    counts[7] = 300  # a hot id: crosses ten blocks of 32 positions
-    counts[20] = 64
-    counts[21] = 32
-    slots = torch.randperm(capacity, generator=generator)[:n_unique]
-    slots[3] = -1  # ids that found no slot: their updates go to the spare row
-    slots[50] = -1
     grouped = torch.repeat_interleave(slots, counts)
     order = torch.randperm(grouped.numel(), generator=generator)  # index j of the batch carries position order[j]'s id
     index_grads = torch.randn(grouped.numel(), dim, generator=generator)
     case = dict(rows=rows, grouped_slots=grouped, order=order, index_grads=index_grads)
     return {k: v.to(DEVICE) for k, v in case.items()} | dict(params=params)
+
+
+def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
+    """Rows of a table, and a batch of index gradients grouped by id: ids of one row to hot ids spanning many blocks."""
+    generator = torch.Generator().manual_seed(seed)
+    capacity, n_unique = 200, 120
+    counts = torch.randint(1, 5, (n_unique,), generator=generator)
+    counts[7] = 300  # a hot id: crosses several blocks of 64 positions
+    counts[20] = 64
+    counts[21] = 32
+    slots = torch.randperm(capacity, generator=generator)[:n_unique]
+    slots[3] = -1  # ids that found no slot: -1, the spare row
+    slots[50] = -1
+    return _grouped_case(optimizer, slots, counts, 12, capacity, generator)
 
 
 @kernels_here
@@ -229,7 +234,7 @@ def test_reduce_and_update_matches_torch(optimizer: EmbOptimType) -> None:
         results[split] = (_joined(expected), _joined(actual))
     expected, actual = results[total]
     assert not torch.equal(expected[:-1], case["rows"][:-1]), "the update must change rows"
-    # The spare row takes the updates of slot -1 and is never read: compare the real rows.
+    # The spare row is a sink for slot -1 (torch steps it, the kernels leave it) and is never read: compare the real rows.
     torch.testing.assert_close(actual[:-1], expected[:-1], rtol=1e-5, atol=1e-5)
     for split in (0, 57):  # wherever the rows live, the same update
         assert torch.equal(results[split][0][:-1], expected[:-1]), split
@@ -238,6 +243,59 @@ def test_reduce_and_update_matches_torch(optimizer: EmbOptimType) -> None:
     int32_rows = _split(case["rows"], 57)
     triton_ops.reduce_and_update(optimizer, int32_rows, case["grouped_slots"].to(torch.int32), *args[1:])
     torch.testing.assert_close(_joined(int32_rows)[:-1], actual[:-1], rtol=0, atol=0)
+
+
+def _edge_runs(block: int, chunk: int, generator: torch.Generator) -> list[int]:
+    """Indices per id of a batch laid out against blocks of ``block`` positions and crossing steps of ``chunk``
+    blocks: the spare's run over two block edges, cold ids, two hot ids over more than 64 blocks each, runs back
+    to back from one block edge to another (one covering exactly a step's blocks past its own), two long ones
+    off the edges."""
+    counts = [2 * block + 3, *torch.randint(1, 5, (20,), generator=generator).tolist(), 64 * block + 5, 64 * block + 3]
+    counts.append(block - sum(counts) % block)  # ends on a block edge
+    counts += [3 * block, (chunk + 1) * block, chunk * block, 2 * block + 1, 5 * block - 1]
+    return counts + torch.randint(1, 5, (10,), generator=generator).tolist()
+
+
+# Positions per block, runs the scan splits a block in, and blocks per crossing step that the runs are laid out
+# against: small ones put every kind of edge in few positions (all the interpreter can afford); on a GPU the
+# kernels' own too (None), for rows of 128 floats.
+BLOCKINGS = [(8, 2, 4)] + ([None] if CUDA else [])
+
+
+@kernels_here
+@pytest.mark.parametrize("blocking", BLOCKINGS)
+@pytest.mark.parametrize("optimizer", list(EmbOptimType))
+def test_reduce_and_update_over_block_edges_matches_torch(
+    monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, blocking: tuple[int, int, int] | None,
+) -> None:
+    """Runs over many blocks and many crossing steps, back to back, ending on block edges, after the spare's
+    prefix, and a batch smaller than a block: int64 slots with every row on the device, and int32 slots with
+    the rows split among the batch's (the hot ids' rows in host memory)."""
+    if blocking is None:
+        dim, block, chunk = 128, triton_ops._segment_shape(128)[0], triton_ops._CROSSING_CHUNK
+    else:
+        dim, (block, groups, chunk) = 6, blocking
+        monkeypatch.setattr(triton_ops, "_segment_shape", lambda block_d: (block, groups))
+        monkeypatch.setattr(triton_ops, "_CROSSING_CHUNK", chunk)
+    generator = torch.Generator().manual_seed(list(EmbOptimType).index(optimizer))
+    capacity = 200
+    runs = torch.tensor(_edge_runs(block, chunk, generator))
+    ends = torch.cumsum(runs, 0)
+    assert (runs > 64 * block).sum() == 2 and (ends[:-1] % block == 0).sum() >= 4, "the case must cross and meet block edges"
+    for counts in (runs, torch.tensor([2, 1, 3])):
+        slots = torch.sort(torch.randperm(capacity, generator=generator)[: counts.numel()]).values
+        slots[0] = -1  # ids that found no slot come first
+        case = _grouped_case(optimizer, slots, counts, dim, capacity, generator)
+        args = (case["order"], case["index_grads"], case["params"], 3)
+        expected = _split(case["rows"], capacity + 1)
+        torch_ops.reduce_and_update(optimizer, expected, case["grouped_slots"], *args)
+        assert not torch.equal(expected.device[:-1], case["rows"][:-1]), "the update must change rows"
+        split = int(slots[counts.numel() // 2])
+        for dtype, rows in ((torch.int64, _split(case["rows"], capacity + 1)), (torch.int32, _split(case["rows"], split))):
+            triton_ops.reduce_and_update(optimizer, rows, case["grouped_slots"].to(dtype), *args)
+            # A hot id sums hundreds of rows in another order than torch's (whose sum errs more, by float64): its
+            # squares in the Adagrad state differ by ~1e-5.
+            torch.testing.assert_close(_joined(rows)[:-1], expected.device[:-1], rtol=1e-4, atol=1e-4)
 
 
 @kernels_here

@@ -14,10 +14,13 @@
 - ``reduce_and_update``: the gradient rows of each id (grouped by slot, as a sort
   of the batch's slots leaves them) are summed and the optimizer is applied in
   place to the stored row and its state, without atomics and without a host sync.
-  Each program takes a block of 32 positions, sums every id's rows in it with one
-  ``[32, 32] @ [32, dim]`` product of the equal-slot matrix, and steps the ids that
-  lie wholly inside; an id crossing block edges (a hot id spans many) is summed
-  from the blocks' partial sums and stepped by a second kernel.
+  Each program takes a block of 64 positions (fewer for rows wider than 128), loads
+  each gradient row once and sums every id's rows with a segmented scan (runs of
+  consecutive positions in registers, then across warps), and steps the ids that lie
+  wholly inside, their rows read while the gradients load; slot -1 (the spare row, a
+  sink) is not stepped. An id crossing block edges (a hot id spans hundreds) is
+  stepped by a second kernel from the blocks' partial sums, which it reads 64 blocks
+  at a time in a fixed order: deterministic, no float atomics.
 - ``uniform_rows``: the uniform initializer in one kernel instead of a dozen
   elementwise torch ops (the same integer bits, so up to float rounding the same values).
 - ``place_keys``: an insert's slot choice (empty slots first, then lowest score,
@@ -47,16 +50,28 @@ from dynemb.options import EmbOptimType, PoolingMode
 # Kernels run through Triton's interpreter (on CPU tensors): launched the plain way.
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
-# Grouped gradient positions per program of the fused reduce + update.
-_SEGMENT_BLOCK = 32
+# Grouped gradient positions per program of the fused reduce + update, and floats per
+# [positions, dim] tile at most: 64 rows of 128 floats keep ADAM's five tiles (gradients,
+# sums, row, m, v) in 8 warps' registers without spilling (wider rows take fewer
+# positions); 64 against 32 halves the ids that cross block edges (a second kernel's work).
+_SEGMENT_BLOCK = 64
+_SEGMENT_TILE = 64 * 128
 # Rows loaded per loop step in the reductions.
 _BLOCK_N = 8
 # Warps per program of the per-bag kernel: most bags are a row or two, so small programs
 # (32 resident per SM) keep more rows in flight than wide ones.
 _BAG_WARPS = 2
-# Warps per block of the fused reduce + update: its [32, dim] tiles (gradients, sums,
-# row and ADAM state) would spill registers with fewer threads.
+# Warps per block of the fused reduce + update: fewer would spill its tiles; more gain
+# nothing, as registers bound the positions in flight per SM (ADAM: one block of 8 warps).
 _SEGMENT_WARPS = 8
+# Floats one warp loads of a row at once (32 threads x 16 bytes): rows narrower than this
+# share a warp, which sets how the scan splits a block (``_segment_shape``).
+_WARP_FLOATS = 128
+# Blocks whose partial sums the crossing kernel reads per step of a run: one step covers
+# every run but the hottest ids' (a 7,000-position id spans some 110 blocks of 64), and
+# a [64, 128] tile over 4 warps stays in registers (wider rows take fewer blocks a step).
+_CROSSING_CHUNK = 64
+_CROSSING_WARPS = 4
 # Rows per program in the row gather and scatter.
 _GATHER_ROWS = 8
 # Sorted positions per program of the gather that reads each distinct row once.
@@ -362,100 +377,143 @@ def _row_pointers(device_ptr, host_ptr, stride, split, spare, slot):
 
 
 @triton.jit
-def _apply_optimizer(row_ptr, g, mask, cols, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM: tl.constexpr, OPT: tl.constexpr):
-    """One optimizer step on rows ``row_ptr`` (``[R, 1]`` pointers: embedding, then state) given summed
-    gradients ``g`` ``[R, BLOCK_D]``; ``mask`` ``[R, BLOCK_D]`` selects the rows stepped and the real columns."""
+def _stored_rows(row_ptr, stepped, cols, DIM: tl.constexpr, OPT: tl.constexpr):
+    """What a step reads of rows ``row_ptr`` (``[R, 1]`` pointers: embedding, then state) where ``stepped``
+    (``[R, 1]``): the embedding and the state fields (ADAM's m and v; an Adagrad sum; unused ones are the
+    embedding again). Apart from the step so that the reads can be in flight while the gradients are summed."""
+    mask = stepped & (cols < DIM)
     w = tl.load(row_ptr + cols, mask=mask, other=0.0)
+    state_a = w
+    state_b = w
+    if OPT == 1:
+        state_a = tl.load(row_ptr + DIM + cols, mask=mask, other=0.0)
+        state_b = tl.load(row_ptr + 2 * DIM + cols, mask=mask, other=0.0)
+    elif OPT == 2:
+        state_a = tl.load(row_ptr + DIM + cols, mask=mask, other=0.0)
+    elif OPT == 3:
+        state_a = tl.load(row_ptr + DIM, mask=stepped, other=0.0)
+    return w, state_a, state_b
+
+
+@triton.jit
+def _apply_optimizer(
+    row_ptr, w, state_a, state_b, g, stepped, cols, lr, eps, beta1, beta2, weight_decay, bias1, bias2,
+    DIM: tl.constexpr, OPT: tl.constexpr,
+):
+    """One optimizer step on rows ``row_ptr`` where ``stepped``, from what ``_stored_rows`` read of them and
+    their summed gradients ``g`` (``[R, BLOCK_D]``); writes the embedding and the state back."""
+    mask = stepped & (cols < DIM)
     if OPT == 0:
         w = w - lr * g
     elif OPT == 1:
-        m = tl.load(row_ptr + DIM + cols, mask=mask, other=0.0)
-        v = tl.load(row_ptr + 2 * DIM + cols, mask=mask, other=0.0)
-        m = beta1 * m + (1.0 - beta1) * g
-        v = beta2 * v + (1.0 - beta2) * g * g
+        m = beta1 * state_a + (1.0 - beta1) * g
+        v = beta2 * state_b + (1.0 - beta2) * g * g
         step = (m / bias1) / (tl.sqrt_rn(v / bias2) + eps) + weight_decay * w
         w = w - lr * step
         tl.store(row_ptr + DIM + cols, m, mask=mask)
         tl.store(row_ptr + 2 * DIM + cols, v, mask=mask)
     elif OPT == 2:
-        acc = tl.load(row_ptr + DIM + cols, mask=mask, other=0.0) + g * g
+        acc = state_a + g * g
         w = w - lr * g / (tl.sqrt_rn(acc) + eps)
         tl.store(row_ptr + DIM + cols, acc, mask=mask)
     else:
-        row_mask = tl.max(mask.to(tl.int32), axis=1)[:, None] > 0
-        acc = tl.load(row_ptr + DIM, mask=row_mask, other=0.0) + tl.sum(g * g, axis=1)[:, None] / DIM
+        acc = state_a + tl.sum(g * g, axis=1)[:, None] / DIM
         w = w - g * (lr / (tl.sqrt_rn(acc) + eps))
-        tl.store(row_ptr + DIM, acc, mask=row_mask)
+        tl.store(row_ptr + DIM, acc, mask=stepped)
     tl.store(row_ptr + cols, w, mask=mask)
+
+
+@triton.jit
+def _segmented_sum(value_a, start_a, value_b, start_b):
+    """Combine of a segmented scan: a sum restarts where ``b`` holds a segment's start."""
+    return tl.where(start_b != 0, value_b, value_a + value_b), start_a | start_b
+
+
+@triton.jit
+def _segmented_scan(g, starts, P: tl.constexpr, GROUPS: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Segmented prefix sums over positions of the rows ``g`` (``[P, BLOCK_D]``; ``starts`` 1 where a segment
+    starts), row ``i`` holding position ``(i % GROUPS) * (P // GROUPS) + i // GROUPS``. With ``GROUPS`` the rows
+    one load of the block's warps covers, Triton keeps the rows of one ``i % GROUPS`` in the same threads: each
+    run of ``P // GROUPS`` consecutive positions is scanned in registers and only the runs' totals cross
+    threads (rows in position order would cross warps, through shared memory, at every row)."""
+    K: tl.constexpr = P // GROUPS
+    local, seen = tl.associative_scan((tl.reshape(g, [K, GROUPS, BLOCK_D]), tl.reshape(starts, [K, GROUPS, BLOCK_D])), 0, _segmented_sum)
+    total = tl.sum(tl.where((tl.arange(0, K) == K - 1)[:, None, None], local, 0.0), axis=0)
+    into, _ = tl.associative_scan((total, tl.max(seen, axis=0)), 0, _segmented_sum)
+    group = tl.arange(0, GROUPS)[:, None]
+    carried = tl.gather(into, tl.broadcast_to(tl.maximum(group - 1, 0), [GROUPS, BLOCK_D]), 0)
+    carried = tl.where(group > 0, carried, 0.0)  # what the runs before each run leave open
+    return tl.reshape(tl.where(seen != 0, local, local + carried[None, :, :]), [P, BLOCK_D])
 
 
 @triton.jit(do_not_specialize=["n"])
 def _segment_update_kernel(
     grad_ptr, grad_stride, order_ptr, slot_ptr, n, device_ptr, host_ptr, row_stride, split, spare, head_ptr, tail_ptr,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
-    DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, OPT: tl.constexpr,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, GROUPS: tl.constexpr, ROW_ALIGN: tl.constexpr, OPT: tl.constexpr,
 ):
-    """One block of ``P`` grouped positions: sum each id's gradient rows in the block (one ``[P, P] @ [P, D]``
-    product of the equal-slot matrix), step the ids whose rows all lie in the block, and leave the partial
-    sums of the two ids that cross the block's edges (``head``: came from before; ``tail``: goes on)."""
+    """One block of ``P`` grouped positions: a segmented scan of the block's gradient rows leaves, at each id's
+    last position in the block, the sum of its rows there. Ids whose rows all lie in the block are stepped; the
+    sums of the ids crossing the block's edges are left for the crossing kernel (``head``: the id that came from
+    before; ``tail``: the id that starts here and goes on). Slot -1 (the spare row, a sink) is not stepped."""
     b = tl.program_id(0).to(tl.int64)
     first = b * P
     lane = tl.arange(0, P)
-    pos = first + lane
+    offset = (lane % GROUPS) * (P // GROUPS) + lane // GROUPS  # the position of row ``lane`` (``_segmented_scan``)
+    pos = first + offset
     valid = pos < n
-    slot = tl.load(slot_ptr + pos, mask=valid, other=-2)  # -2: no slot (ids have -1 or more)
-    before = tl.load(slot_ptr + pos - 1, mask=valid & (pos > 0), other=-3)
+    slot = tl.load(slot_ptr + pos, mask=valid, other=-2)  # -2: no position (slots are -1 or more)
+    before = tl.load(slot_ptr + pos - 1, mask=valid & (offset > 0), other=-3)
+    following = tl.load(slot_ptr + pos + 1, mask=pos + 1 < n, other=-3)
     prev = tl.load(slot_ptr + first - 1, mask=first > 0, other=-3)
     after = tl.load(slot_ptr + first + P, mask=first + P < n, other=-3)
-    index = tl.load(order_ptr + pos, mask=valid, other=0)
-    cols = tl.arange(0, BLOCK_D)
-    cmask = cols < DIM
-    g = tl.load(grad_ptr + index[:, None] * grad_stride + cols[None, :], mask=valid[:, None] & cmask[None, :], other=0.0)
-    same = ((slot[:, None] == slot[None, :]) & valid[:, None]).to(tl.float32)
-    sums = tl.dot(same, g, input_precision="ieee")
-    starts = valid & (slot != before)
-    inside = starts & (slot != prev) & (slot != after)
-    row = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, slot)
-    mask = inside[:, None] & cmask[None, :]
-    _apply_optimizer(row[:, None], sums, mask, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
-    slot_first = tl.load(slot_ptr + first)
-    if slot_first == prev:
-        tl.store(head_ptr + b * DIM + cols, tl.sum(tl.where((lane == 0)[:, None], sums, 0.0), axis=0), mask=cmask)
-    slot_last = tl.load(slot_ptr + first + P - 1, mask=first + P - 1 < n, other=-2)
-    if (slot_last == after) & (slot_last != prev):
-        tl.store(tail_ptr + b * DIM + cols, tl.sum(tl.where((lane == P - 1)[:, None], sums, 0.0), axis=0), mask=cmask)
+    real = valid & (slot >= 0)
+    last = real & ((slot != following) | (offset == P - 1))  # the id's last position in the block
+    inside = (last & (slot != prev) & (slot != after))[:, None]
+    cols = tl.arange(0, BLOCK_D)[None, :]
+    row = tl.multiple_of(_row_pointers(device_ptr, host_ptr, row_stride, split, spare, slot), ROW_ALIGN)[:, None]
+    w, state_a, state_b = _stored_rows(row, inside, cols, DIM, OPT)
+    index = tl.load(order_ptr + pos, mask=real, other=0).to(tl.int64)
+    g = tl.load(grad_ptr + index[:, None] * grad_stride + cols, mask=real[:, None] & (cols < DIM), other=0.0)
+    sums = _segmented_scan(g, tl.broadcast_to((slot != before).to(tl.int32)[:, None], [P, BLOCK_D]), P, GROUPS, BLOCK_D)
+    _apply_optimizer(row, w, state_a, state_b, sums, inside, cols, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
+    # Each is one row's at most (sorted slots: only the first id can come from before, only the last go on).
+    partial = b * DIM + tl.broadcast_to(cols, [P, BLOCK_D])
+    tl.store(head_ptr + partial, sums, mask=(last & (slot == prev))[:, None] & (cols < DIM))
+    tl.store(tail_ptr + partial, sums, mask=(last & (slot == after) & (slot != prev))[:, None] & (cols < DIM))
 
 
 @triton.jit(do_not_specialize=["n"])
 def _crossing_update_kernel(
     slot_ptr, n, device_ptr, host_ptr, row_stride, split, spare, head_ptr, tail_ptr,
     lr, eps, beta1, beta2, weight_decay, bias1, bias2,
-    DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, OPT: tl.constexpr,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, CHUNK: tl.constexpr, ROW_ALIGN: tl.constexpr, OPT: tl.constexpr,
 ):
-    """Step the id that starts in block ``b`` and goes on past it: its tail here plus the heads of the blocks it covers."""
+    """Step the id that starts in block ``b`` and goes on past it: its tail here plus the heads of the blocks it
+    covers (those whose first position holds its slot), ``CHUNK`` blocks per step and in a fixed order."""
     b = tl.program_id(0).to(tl.int64)
     first = b * P
     if first + P < n:
         slot_last = tl.load(slot_ptr + first + P - 1)
         prev = tl.load(slot_ptr + first - 1, mask=first > 0, other=-3)
-        if (slot_last == tl.load(slot_ptr + first + P)) & (slot_last != prev):
+        if (slot_last >= 0) & (slot_last == tl.load(slot_ptr + first + P)) & (slot_last != prev):
             cols = tl.arange(0, BLOCK_D)
-            cmask = cols < DIM
-            acc = tl.load(tail_ptr + b * DIM + cols, mask=cmask, other=0.0)
-            k = b + 1
-            going = k > b
+            one = (tl.arange(0, 2) == 0)[:, None]  # a two-row tile whose second row is masked off
+            slots = tl.zeros([2], dtype=tl.int64) + slot_last
+            row = tl.multiple_of(_row_pointers(device_ptr, host_ptr, row_stride, split, spare, slots), ROW_ALIGN)[:, None]
+            w, state_a, state_b = _stored_rows(row, one, cols[None, :], DIM, OPT)
+            acc = tl.load(tail_ptr + b * DIM + cols, mask=cols < DIM, other=0.0)
+            blocks = b + 1 + tl.arange(0, CHUNK)
+            going = first < n
             while going:
-                acc += tl.load(head_ptr + k * DIM + cols, mask=cmask, other=0.0)
-                ahead = (k + 1) * P
-                going = ahead < n
-                if going:
-                    going = tl.load(slot_ptr + ahead) == slot_last
-                k += 1
-            row = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, tl.zeros([2], dtype=tl.int64) + slot_last)
-            one = tl.arange(0, 2) == 0  # a two-row tile whose second row is masked off
-            g = tl.where(one[:, None], acc[None, :], 0.0)
-            mask = one[:, None] & cmask[None, :]
-            _apply_optimizer(row[:, None], g, mask, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
+                # Sorted slots: the blocks the id covers are a prefix of the chunk.
+                covered = tl.load(slot_ptr + blocks * P, mask=blocks * P < n, other=-3) == slot_last
+                heads = tl.load(head_ptr + blocks[:, None] * DIM + cols[None, :], mask=covered[:, None] & (cols[None, :] < DIM), other=0.0)
+                acc += tl.sum(heads, axis=0)
+                going = tl.sum(covered.to(tl.int32), axis=0) == CHUNK
+                blocks += CHUNK
+            g = tl.where(one, acc[None, :], 0.0)
+            _apply_optimizer(row, w, state_a, state_b, g, one, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
 
 
 def reduce_and_update(
@@ -463,27 +521,50 @@ def reduce_and_update(
     params: OptimizerParams, step: int,
 ) -> None:
     """In place on the rows ``[dim + state]`` of ``parts``: position ``j`` carries the gradient row
-    ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (equal slots adjacent; -1: the spare row);
-    each id's rows are summed and its row stepped once. No host sync: blocks of ``_SEGMENT_BLOCK`` positions
-    step the ids inside them, a second kernel the ids that cross block edges (hot ids span many)."""
+    ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (sorted, so equal slots are adjacent; -1: the
+    spare row, a sink left as it is); each id's rows are summed and its row stepped once. No host sync: blocks
+    of positions (``_segment_shape``) step the ids inside them, a second kernel the ids that cross block edges."""
     n = grouped_slots.numel()
     if n == 0:
         return
     dim = index_grads.shape[1]
-    blocks = triton.cdiv(n, _SEGMENT_BLOCK)
+    block_d = triton.next_power_of_2(dim)
+    positions, groups = _segment_shape(block_d)
+    blocks = triton.cdiv(n, positions)
     head = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
     tail = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
     rows = (parts.device, parts.host, parts.width, parts.split, parts.spare)
     hyper = _hyper_parameters(params, step)
-    meta = dict(DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), P=_SEGMENT_BLOCK, OPT=_OPTIMIZER_CODE[optimizer])
-    _launch(_segment_update_kernel, (blocks,),
+    meta = dict(DIM=dim, BLOCK_D=block_d, P=positions, ROW_ALIGN=_row_alignment(parts), OPT=_OPTIMIZER_CODE[optimizer])
+    _launch(
+        _segment_update_kernel, (blocks,),
         index_grads, index_grads.stride(0), order, grouped_slots, n, *rows, head, tail, *hyper, **meta,
-        num_warps=_SEGMENT_WARPS,
+        GROUPS=groups, num_warps=_SEGMENT_WARPS,
     )
+    if blocks == 1:
+        return
     try:
-        _launch(_crossing_update_kernel, (blocks,), grouped_slots, n, *rows, head, tail, *hyper, **meta)
+        _launch(
+            _crossing_update_kernel, (blocks,), grouped_slots, n, *rows, head, tail, *hyper, **meta,
+            CHUNK=max(1, min(_CROSSING_CHUNK, _SEGMENT_TILE // block_d)), num_warps=_CROSSING_WARPS,
+        )
     except Exception as error:
         raise PartialUpdateError(f"the first kernel already stepped the ids inside blocks: {error}") from error
+
+
+def _segment_shape(block_d: int) -> tuple[int, int]:
+    """Positions per block of the fused update (a tile of ``_SEGMENT_TILE`` floats at most) and the runs of
+    consecutive positions its scan keeps within threads (``_segmented_scan``): one per row a load of the
+    block's warps covers."""
+    positions = max(1, min(_SEGMENT_BLOCK, _SEGMENT_TILE // block_d))
+    return positions, min(positions, _SEGMENT_WARPS * max(1, _WARP_FLOATS // block_d))
+
+
+def _row_alignment(parts: RowParts) -> int:
+    """Bytes that every row's address is a multiple of: 16 lets the kernels move rows in 16-byte vectors
+    (Triton cannot tell from a choice between two tensors' addresses), else a float's 4."""
+    aligned = parts.width % 4 == 0 and parts.device.data_ptr() % 16 == 0 and parts.host.data_ptr() % 16 == 0
+    return 16 if aligned else 4
 
 
 def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
