@@ -211,7 +211,7 @@ class BucketedHashTable:
         (slots, buckets, table, entry, rows read, new ids)."""
         return kernels.find_or_claim(
             indices, offsets, batch_size, self.bucket_tensors, self._keys, self._occupied, self._scores, self.bucket_capacity,
-            clock, add_counts, touch, hits, misses, self.pending if claim else None, rows, columns,
+            clock, add_counts, touch, hits, misses, self.pending if claim else None, self._protected, rows, columns,
         )
 
     def insert_new(
@@ -223,19 +223,16 @@ class BucketedHashTable:
         ``parts``), and count evictions per table; each absent index then gets its new id's slot in ``slots``
         (-1 where none) and its initial values in its row of ``fresh``.
 
-        Placement is ``insert``'s (the new ids of a bucket ranked by id), and slots in ``slots``
-        are protected. How many ids are new only the device knows: every step here runs over
+        Placement is ``insert``'s (the new ids of a bucket ranked by id), and the batch's own
+        slots (which ``find_or_claim`` marked protected) are never evicted. How many ids are new only the device knows: every step here runs over
         the batch or loops to a device count, so nothing waits for the host.
         """
         pending = self.pending
         reps, count = new
-        protect = self.or_spare(slots)
-        self._protected[protect] = True
         kernels.place_new(reps, count, buckets, entry, table, pending, self._occupied, self._scores, self._protected, evictions, self.bucket_capacity)
-        self._protected[protect] = False
         kernels.write_new(
-            reps, count, keys, entry, table, pending, self._keys, self._scores, self._occupied, parts, draws, state_fill, dim, clock, lfu,
-            slots, fresh,
+            reps, count, keys, entry, table, pending, self._keys, self._scores, self._occupied, self._protected, parts, draws,
+            state_fill, dim, clock, lfu, slots, fresh,
         )
         self.version += 1
 

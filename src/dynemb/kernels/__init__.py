@@ -154,12 +154,12 @@ def place_keys(
 def find_or_claim(
     keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
     occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
-    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, rows: RowParts | None, columns: int,
+    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, protected: torch.Tensor, rows: RowParts | None, columns: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
     """A TBE batch's find with each index's table, its new ids and read rows (see ``torch_ops.find_or_claim``)."""
     return _run(
         "find_or_claim", keys, keys, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock,
-        add_counts, touch, hits, misses, pending, rows, columns,
+        add_counts, touch, hits, misses, pending, protected, rows, columns,
     )
 
 
@@ -173,13 +173,13 @@ def place_new(
 
 def write_new(
     reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
-    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, parts: RowParts, draws: DrawTables,
-    state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
+    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, parts: RowParts,
+    draws: DrawTables, state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
 ) -> None:
     """Store the planned new ids with initial rows and fill in the absent indices (see ``torch_ops.write_new``)."""
     _run(
-        "write_new", reps, reps, count, keys, entry, table, pending, table_keys, table_scores, occupied, parts, draws, state_fill,
-        dim, clock, lfu, slots, dst,
+        "write_new", reps, reps, count, keys, entry, table, pending, table_keys, table_scores, occupied, protected, parts, draws,
+        state_fill, dim, clock, lfu, slots, dst,
     )
 
 

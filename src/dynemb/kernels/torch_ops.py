@@ -200,9 +200,10 @@ def _plan_slots(
 def find_or_claim(
     keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
     occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
-    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, rows: RowParts | None, columns: int,
+    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, protected: torch.Tensor, rows: RowParts | None, columns: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
-    """``find`` of a TBE batch, with each index's table; with ``pending``, each absent key's pending entry
+    """``find`` of a TBE batch, with each index's table; with ``pending``, the found slots marked in
+    ``protected`` (``write_new`` clears them), each absent key's pending entry
     (``entry``; entry ``bucket * capacity + j`` holds the bucket's ``j``-th new key by id, -1 for keys past
     the ``bucket_capacity``-th), filling ``pending``'s ``keys`` and ``uses``, and the new ids (the first index
     of each, and how many: a one-entry tensor); with ``rows``, each index's first ``columns`` (the spare row
@@ -216,6 +217,7 @@ def find_or_claim(
     out = None if rows is None else gather_rows(rows, slots, columns)
     if pending is None:
         return slots, buckets, table, None, out, None
+    protected[slots[slots >= 0]] = True
     entry = torch.full_like(slots, -1)
     absent = torch.nonzero(slots < 0).squeeze(1)
     if absent.numel():
@@ -273,12 +275,14 @@ def place_new(
 
 def write_new(
     reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
-    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, parts: RowParts, draws: DrawTables,
-    state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
+    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, parts: RowParts,
+    draws: DrawTables, state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
 ) -> None:
     """Store the new ids ``place_new`` planned (key, score: their uses with ``lfu``, else ``clock``; initial row
-    with every state column ``state_fill``), reset their pending entries, and fill in each index with slot -1:
-    the slot its new id got (-1 where none) and its initial values into its row of ``dst``."""
+    with every state column ``state_fill``), reset their pending entries, release the batch's slots in
+    ``protected``, and fill in each index with slot -1: the slot its new id got (-1 where none) and its initial
+    values into its row of ``dst``."""
+    protected[slots[slots >= 0]] = False
     reps = reps[: int(count[0])]
     at = entry[reps]
     target = pending.target[at]

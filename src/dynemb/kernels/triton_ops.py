@@ -206,7 +206,7 @@ def _carry_in(query, absent, bucket, pending_ptr, CAP: tl.constexpr):
 def _find_kernel(
     query_ptr, n, table_ptr, offsets_ptr, batch_size, num_tables, num_buckets_ptr, device_buckets_ptr, device_base_ptr, host_base_ptr,
     keys_ptr, occupied_ptr, scores_ptr, slot_ptr, bucket_ptr, clock, hits_ptr, misses_ptr,
-    table_out_ptr, pending_ptr, spare, rows_ptr, row_stride, out_ptr,
+    table_out_ptr, pending_ptr, protected_ptr, spare, rows_ptr, row_stride, out_ptr,
     CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, SEARCH_STEPS: tl.constexpr, TABLES: tl.constexpr,
     TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr, WRITE_TABLE: tl.constexpr, CLAIM: tl.constexpr, GATHER: tl.constexpr,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -250,6 +250,8 @@ def _find_kernel(
     if WRITE_TABLE:
         tl.store(table_out_ptr + offs, table, mask=valid)
     if CLAIM:
+        # The batch's own slots are protected from the insert's evictions (the write releases them).
+        tl.store(protected_ptr + result, tl.full([BLOCK], 1, tl.uint8), mask=valid & (result >= 0))
         _carry_in(query, valid & (result < 0), bucket, pending_ptr, CAP)
     if GATHER:  # device rows: each index's embedding read as soon as its slot is known (absent: the spare row)
         cols = tl.arange(0, BLOCK_D)
@@ -282,6 +284,7 @@ def _launch_find(
     table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
     clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor, slots: torch.Tensor, buckets: torch.Tensor,
     table_out: torch.Tensor | None = None, pending: PendingArrays | None = None, gather: tuple[RowParts, torch.Tensor] | None = None,
+    protected: torch.Tensor | None = None,
 ) -> None:
     """The probe kernel; ``table_out``: where to write each key's table; ``pending``: the area absent keys are
     carried into; ``gather``: (device rows, output) to read each index's embedding in the same pass."""
@@ -294,7 +297,8 @@ def _launch_find(
     _launch(_find_kernel, (triton.cdiv(n, _FIND_BLOCK),),
         keys, n, keys if table is None else table, keys if offsets is None else offsets, batch_size, tables, *maps,
         table_keys, occupied.view(torch.uint8), table_scores, slots, buckets, clock, hits, misses,
-        keys if table_out is None else table_out, keys if pending is None else pending.keys, spare, rows, rows.stride(0), out,
+        keys if table_out is None else table_out, keys if pending is None else pending.keys,
+        occupied.view(torch.uint8) if protected is None else protected.view(torch.uint8), spare, rows, rows.stride(0), out,
         CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
         SEARCH_STEPS=max(1, (tables - 1).bit_length()), TABLES=mode, TOUCH=touch, ADD_COUNTS=add_counts,
         WRITE_TABLE=table_out is not None, CLAIM=pending is not None, GATHER=gather is not None, DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)),
@@ -304,10 +308,10 @@ def _launch_find(
 def find_or_claim(
     keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
     occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
-    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, rows: RowParts | None, columns: int,
+    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, protected: torch.Tensor, rows: RowParts | None, columns: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
-    """``find`` of a TBE batch that also gives each index's table; with ``pending``, each absent key's pending
-    entry (``entry``, -1: none) and the new ids (one batch position each, in no particular order, in the first
+    """``find`` of a TBE batch that also gives each index's table; with ``pending``, the found slots marked in
+    ``protected`` (``write_new`` clears them), each absent key's pending entry (``entry``, -1: none) and the new ids (one batch position each, in no particular order, in the first
     ``count`` entries of ``[n]`` positions; ``count`` a device scalar); with ``rows`` (device rows only) each
     index's first ``columns`` (``out``, the spare row where absent). Returns (slots, buckets, table, entry, out,
     (positions, count))."""
@@ -327,7 +331,7 @@ def find_or_claim(
     if n:
         _launch_find(
             keys, None, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch,
-            hits, misses, slots, buckets, table, pending, None if rows is None else (rows, out),
+            hits, misses, slots, buckets, table, pending, None if rows is None else (rows, out), protected,
         )
         # Once every key is carried in: where each landed, how often it is used, and one index per new id.
         _launch(
@@ -924,7 +928,7 @@ def _fill_absent(offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr,
 @triton.jit(do_not_specialize=["n", "split", "spare", "clock", "state_fill"])
 def _write_pending_kernel(
     reps_ptr, count_ptr, query_ptr, entry_ptr, table_ptr, target_ptr, pending_ptr, owner_ptr, uses_ptr,
-    keys_ptr, scores_ptr, occupied_ptr, device_ptr, host_ptr, row_stride, split, spare,
+    keys_ptr, scores_ptr, occupied_ptr, protected_ptr, device_ptr, host_ptr, row_stride, split, spare,
     seeds_ptr, lower_ptr, span_ptr, state_fill, clock, slot_ptr, dst_ptr, n,
     DIM: tl.constexpr, WIDTH: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr,
     LANES: tl.constexpr, LFU: tl.constexpr, GRID: tl.constexpr,
@@ -957,24 +961,27 @@ def _write_pending_kernel(
         tl.store(uses_ptr + entry, tl.zeros([ROWS], dtype=tl.int64), mask=valid)
     for first in range(tl.program_id(0) * LANES, n, GRID * LANES):
         offs = first + tl.arange(0, LANES).to(tl.int64)
+        found = tl.load(slot_ptr + offs, mask=offs < n, other=-1)
+        tl.store(protected_ptr + found, tl.zeros([LANES], dtype=tl.uint8), mask=found >= 0)
         _fill_absent(offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, DIM, BLOCK_D, True)
 
 
 def write_new(
     reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
-    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, parts: RowParts, draws: DrawTables,
-    state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
+    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, parts: RowParts,
+    draws: DrawTables, state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
 ) -> None:
-    """Store the new ids ``place_new`` planned, with initial rows, reset their pending entries, and fill in the
-    absent indices' slots and initial values (into ``dst``) (see ``torch_ops.write_new``)."""
+    """Store the new ids ``place_new`` planned, with initial rows, reset their pending entries, release the
+    batch's slots in ``protected``, and fill in the absent indices' slots and initial values (into ``dst``)
+    (see ``torch_ops.write_new``)."""
     n = reps.numel()
     if n == 0:
         return
     grid = min(triton.cdiv(n, _FIND_BLOCK), _PENDING_PROGRAMS)
     _launch(
         _write_pending_kernel, (grid,), reps, count, keys, entry, table, pending.target, pending.keys, pending.owner, pending.uses,
-        table_keys, table_scores, occupied.view(torch.uint8), parts.device, parts.host, parts.width, parts.split, parts.spare,
-        *draws, state_fill, clock, slots, dst, n,
+        table_keys, table_scores, occupied.view(torch.uint8), protected.view(torch.uint8), parts.device, parts.host, parts.width,
+        parts.split, parts.spare, *draws, state_fill, clock, slots, dst, n,
         DIM=dim, WIDTH=parts.width, BLOCK_W=triton.next_power_of_2(parts.width), BLOCK_D=max(16, triton.next_power_of_2(dim)),
         ROWS=_PENDING_ROWS, LANES=_FIND_BLOCK, LFU=lfu, GRID=grid,
     )
