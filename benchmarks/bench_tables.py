@@ -216,6 +216,19 @@ def measure(module: torch.nn.Module, work: Workload, batches: list[tuple[torch.T
     return first_pass, timer.mean_ms("forward"), timer.mean_ms("backward"), host_ms
 
 
+def host_profile(module: torch.nn.Module, work: Workload, batches: list[tuple[torch.Tensor, torch.Tensor]], steps: int = 10) -> str:
+    """Where the host's time of ``steps`` steady training steps goes: the torch profiler's CPU view (op ranges,
+    torch operators, kernel launches), by self CPU time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    grad = torch.full((work.tables * work.batch, work.dim), 1e-3, device=work.device)
+    with torch.autograd.set_multithreading_enabled(False), profile(activities=[ProfilerActivity.CPU]) as prof:
+        for step in range(steps):
+            ids, offsets = batches[step % len(batches)]
+            module(ids, offsets).backward(grad)
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=48)
+
+
 def copy_peaks(device: torch.device) -> dict[str, float] | None:
     """Best of five pinned copies of ``COPY_BYTES`` each way, in GB/s (10^9 bytes), or None off CUDA."""
     if device.type != "cuda":
@@ -243,7 +256,7 @@ def host_traffic(module: BatchedDynamicEmbeddingTables, work: Workload, batches:
     return sum(r for r, _ in totals) / len(totals), sum(w for _, w in totals) / len(totals)
 
 
-def run(work: Workload, names: list[str]) -> list[dict]:
+def run(work: Workload, names: list[str], profile_host: bool = False) -> list[dict]:
     batches = make_batches(work)
     unique = footprint(work, batches)
     print(f"device {work.device}, {work.tables} tables x {work.rows} rows, dim {work.dim}, batch {work.batch}/table, "
@@ -259,6 +272,8 @@ def run(work: Workload, names: list[str]) -> list[dict]:
         dyn_first, dyn_fwd, dyn_bwd, dyn_host = measure(dyn, work, batches)
         mode = dyn.storage_mode(0).value
         traffic = host_traffic(dyn, work, batches) if storage in OFF_DEVICE else None
+        if profile_host:
+            print(f"{name}: dyn's host time per op over 10 steps\n{host_profile(dyn, work, batches)}")
         del dyn
         prime(functools.partial(build_tbe, work, optimizer, storage, unique), work, batches)
         tbe = build_tbe(work, optimizer, storage, unique)
@@ -336,6 +351,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--cache-ratio", type=float, default=1.0, help="cache rows = distinct ids of the run x this")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {','.join(CONFIGS)}")
     parser.add_argument("--json", default=None, help="also write the results to this file")
+    parser.add_argument("--host-profile", action="store_true", help="also print where dyn's host time per step goes (torch profiler, CPU)")
     args = parser.parse_args(argv)
     for name, value in (SMALL_SIZE if args.small else SEED_SIZE).items():
         if getattr(args, name) is None:
@@ -361,7 +377,7 @@ def main(argv: list[str]) -> int:
         print(f"error: the folder of --json {args.json} does not exist", file=sys.stderr)
         return 2
     work = Workload(args.tables, args.rows, args.batch, args.dim, args.alpha, args.iterations, args.warmup, args.cache_ratio, device)
-    records = run(work, names)
+    records = run(work, names, args.host_profile)
     peaks = copy_peaks(device) if any(CONFIGS[name][1] in OFF_DEVICE for name in names) else None
     print_link(records, peaks)
     if args.json:

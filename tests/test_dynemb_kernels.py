@@ -551,3 +551,27 @@ def test_pooling_reads_fresh_rows_for_indices_without_a_slot() -> None:
         out = torch.zeros(4, 6, device=DEVICE)
         ops.pool_rows(emb, inverse, offsets, PoolingMode.SUM, out, fresh)
         torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+
+
+@kernels_here
+def test_offset_checks_fold_into_the_record_as_torch_does() -> None:
+    """Batches checked one after another, good and bad (decreasing, wrong ends, both; over several blocks): the
+    kernels keep the first failure and give the same safe offsets as torch."""
+    from dynemb.kernels.operands import RECORD_FIRST, RECORD_LAST
+
+    long = torch.arange(0, 3000, 1)
+    batches = [
+        (torch.tensor([0, 1, 3, 3]), 3), (torch.tensor([0, 2, 1, 3]), 3), (torch.tensor([1, 2, 3, 4]), 4),
+        (torch.cat([long[:2000], long[1990:2999]]), 2998), (torch.tensor([0, 5, 4, 9]), 7), (torch.tensor([0, 1, 2]), 2),
+    ]
+    records = {}
+    for ops in (torch_ops, triton_ops):
+        record = torch.zeros(RECORD_LAST + 1, dtype=torch.int64, device=DEVICE)
+        record[RECORD_FIRST], record[RECORD_LAST] = torch.iinfo(torch.int64).max, -1
+        safe = [ops.check_offsets(offsets.to(DEVICE), n, record, seq) for seq, (offsets, n) in enumerate(batches, start=1)]
+        records[ops] = (record.cpu(), safe)
+    assert torch.equal(records[triton_ops][0], records[torch_ops][0])
+    for ours, theirs in zip(records[triton_ops][1], records[torch_ops][1], strict=True):
+        assert torch.equal(ours, theirs)
+    assert records[torch_ops][0][:2].tolist() == [2, 2], "the first failure (batch 2, decreasing) is kept"
+    assert torch.equal(records[torch_ops][1][0].cpu(), batches[0][0]), "a good batch keeps its offsets"

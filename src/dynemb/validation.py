@@ -16,13 +16,21 @@ from functools import cached_property
 
 import torch
 
+from dynemb import kernels
+from dynemb.kernels.operands import (
+    CHECK_DECREASING,
+    CHECK_WRONG_ENDS,
+    RECORD_CHECK,
+    RECORD_FIRST,
+    RECORD_HIGH,
+    RECORD_INDICES,
+    RECORD_LAST,
+    RECORD_LOW,
+)
+
 # Device types whose batches' value checks are read later (a read of a CUDA tensor waits for the GPU).
 # Tests add "cpu" to take the deferred path without a GPU.
 DEFERRED_DEVICE_TYPES = frozenset({"cuda"})
-
-# A verdict's first entry: the check that failed, the one an eager check raises first being the higher.
-_PASSED, _WRONG_ENDS, _DECREASING = 0, 1, 2
-
 
 @dataclass(frozen=True)
 class BatchLayout:
@@ -45,14 +53,17 @@ class BatchLayout:
 class DeferredChecks:
     """The first failed value check among the batches a module took since it was last read, kept on the device.
 
-    ``fold`` keeps a batch's verdict without a host read (two tiny kernels); ``raise_pending`` reads it (one
-    host sync, only if some batch was folded since the last read, so an eval loop pays it once), clears it and
-    raises the ValueError an eager check of that batch raises.
+    ``fold`` checks a batch into the record without a host read (``kernels.check_offsets``: two small kernels
+    on CUDA), numbering batches so the first failure stays; ``raise_pending`` reads it (one host sync, only if
+    some batch was folded since the last read, so an eval loop pays it once), clears it and raises the
+    ValueError an eager check of that batch raises.
     """
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self._first = torch.zeros(4, dtype=torch.int64, device=device)  # a verdict; all zeros: none failed
+        self._record = torch.empty(RECORD_LAST + 1, dtype=torch.int64, device=device)
+        _clear(self._record)
+        self._seq = 0
         self._unread = False
         self._unread_training = False
 
@@ -60,10 +71,12 @@ class DeferredChecks:
     def defers(self) -> bool:
         return self.device.type in DEFERRED_DEVICE_TYPES
 
-    def fold(self, verdict: torch.Tensor, training: bool) -> None:
-        self._first = torch.where(self._first[:1] != _PASSED, self._first, verdict)
+    def fold(self, offsets: torch.Tensor, num_indices: int, training: bool) -> torch.Tensor:
+        """Check a batch into the record; the offsets its kernels may take (its own, or safe ones where it failed)."""
+        self._seq += 1
         self._unread = True
         self._unread_training |= training
+        return kernels.check_offsets(offsets, num_indices, self._record, self._seq)
 
     def raise_pending(self, after_training: bool = False) -> None:
         """Raise the first pending failure; ``after_training``: only if a training batch came since the last
@@ -71,9 +84,27 @@ class DeferredChecks:
         if not self._unread or (after_training and not self._unread_training):
             return
         self._unread = self._unread_training = False
-        verdict = self._first.tolist()
-        self._first.zero_()
-        _raise_failed(*verdict)
+        record = self._record.tolist()
+        _clear(self._record)
+        _raise_failed(record)
+
+
+def _clear(record: torch.Tensor) -> None:
+    """A record of no failure (fills on the device: no copy from pageable host memory, which would wait)."""
+    record.zero_()
+    record[RECORD_FIRST] = torch.iinfo(torch.int64).max
+    record[RECORD_LAST] = -1
+
+
+def _raise_failed(record: list[int]) -> None:
+    """The ValueError of a record's first failed batch, if one failed."""
+    check = record[RECORD_CHECK]
+    if check == CHECK_DECREASING:
+        raise ValueError("offsets must be non-decreasing")
+    if check == CHECK_WRONG_ENDS:
+        raise ValueError(
+            f"offsets must start at 0 and end at len(indices)={record[RECORD_INDICES]}, got {record[RECORD_LOW]} and {record[RECORD_HIGH]}"
+        )
 
 
 def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, checks: DeferredChecks, training: bool = True) -> BatchLayout:
@@ -98,35 +129,10 @@ def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, c
         )
     batch_size = (entries - 1) // num_tables
     offsets = offsets.to(torch.int64)
-    verdict = _verdict(offsets, indices.numel())
-    if not checks.defers:
-        _raise_failed(*verdict.tolist())
-        return BatchLayout(batch_size, offsets)
-    checks.fold(verdict, training)
-    return BatchLayout(batch_size, _safe_offsets(offsets, indices.numel(), verdict))
-
-
-def _verdict(offsets: torch.Tensor, num_indices: int) -> torch.Tensor:
-    """``[failed check, first offset, last offset, len(indices)]`` of a batch, computed on its device."""
-    first, last = offsets[0], offsets[-1]
-    wrong_ends = torch.where((first != 0) | (last != num_indices), _WRONG_ENDS, _PASSED)
-    check = torch.where((offsets[1:] < offsets[:-1]).any(), _DECREASING, wrong_ends)
-    return torch.stack([check, first, last, torch.full_like(first, num_indices)])
-
-
-def _raise_failed(check: int, first: int, last: int, num_indices: int) -> None:
-    """The ValueError of a verdict's failed check, if one failed."""
-    if check == _DECREASING:
-        raise ValueError("offsets must be non-decreasing")
-    if check == _WRONG_ENDS:
-        raise ValueError(f"offsets must start at 0 and end at len(indices)={num_indices}, got {first} and {last}")
-
-
-def _safe_offsets(offsets: torch.Tensor, num_indices: int, verdict: torch.Tensor) -> torch.Tensor:
-    """The batch's offsets where it passed, else an even split of the indices into its bags (from 0 to
-    len(indices), non-decreasing): a bad batch's output is garbage either way, and every kernel (pooling,
-    unpooling by ``repeat_interleave`` with ``output_size``, the table search) stays in bounds. Elementwise,
-    as a scan over a batch's offsets (``cummax``) is slow on CUDA."""
-    bags = offsets.numel() - 1
-    even = torch.arange(offsets.numel(), dtype=torch.int64, device=offsets.device) * num_indices // bags
-    return torch.where(verdict[0] != _PASSED, even, offsets)
+    if checks.defers:
+        return BatchLayout(batch_size, checks.fold(offsets, indices.numel(), training))
+    record = torch.empty(RECORD_LAST + 1, dtype=torch.int64, device=offsets.device)
+    _clear(record)
+    kernels.check_offsets(offsets, indices.numel(), record, 1)
+    _raise_failed(record.tolist())
+    return BatchLayout(batch_size, offsets)

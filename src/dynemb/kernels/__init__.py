@@ -186,3 +186,9 @@ def write_new(
 def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor) -> None:
     """Initial values of the absent indices (see ``torch_ops.fresh_rows``)."""
     _run("fresh_rows", keys, keys, slots, table, draws, dst)
+
+
+def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: int) -> torch.Tensor:
+    """Fold a batch's offset checks into a deferred-checks record; offsets safe for every kernel (see
+    ``torch_ops.check_offsets``)."""
+    return _run("check_offsets", offsets, offsets, num_indices, record, seq)

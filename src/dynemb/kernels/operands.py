@@ -68,3 +68,11 @@ class DrawTables(NamedTuple):
     seed_words: torch.Tensor  # int64
     lower: torch.Tensor  # float32
     span: torch.Tensor  # float32
+
+
+# A batch check's outcome, the higher winning where a batch fails both (as the eager checks order them).
+CHECK_PASSED, CHECK_WRONG_ENDS, CHECK_DECREASING = 0, 1, 2
+# The record of a module's deferred batch checks (``dynemb.validation.DeferredChecks``), six int64:
+# the sequence number of the first failed batch since the last read (int64 max: none), its failed check,
+# first offset, last offset and len(indices); and the sequence number of the last failed batch.
+RECORD_FIRST, RECORD_CHECK, RECORD_LOW, RECORD_HIGH, RECORD_INDICES, RECORD_LAST = range(6)

@@ -8,7 +8,17 @@ from __future__ import annotations
 import torch
 
 from dynemb.hashing import bucket_of, random_bits, uniform_open
-from dynemb.kernels.operands import BucketTensors, DrawTables, PendingArrays, RowParts
+from dynemb.kernels.operands import (
+    CHECK_DECREASING,
+    CHECK_PASSED,
+    CHECK_WRONG_ENDS,
+    RECORD_FIRST,
+    RECORD_LAST,
+    BucketTensors,
+    DrawTables,
+    PendingArrays,
+    RowParts,
+)
 from dynemb.optimizers import OptimizerParams, update_rows
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -313,6 +323,23 @@ def _draw_into(keys: torch.Tensor, positions: torch.Tensor, table: torch.Tensor,
     dst[positions] = uniform_rows(keys[positions], dst.shape[1], draws.seed_words[tables], draws.lower[tables], draws.span[tables])
 
 
+def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: int) -> torch.Tensor:
+    """Fold the checks of batch ``seq`` (offsets non-decreasing, from 0 to ``num_indices``) into ``record``
+    (``operands.RECORD_*``; a failure becomes the record's unless an earlier batch's is pending) without a
+    host read, and return the offsets where the batch passed, else an even split of its indices into its
+    bags: in bounds for every kernel (pooling, unpooling, the table search) either way."""
+    low, high = offsets[0], offsets[-1]
+    wrong = (low != 0) | (high != num_indices)
+    check = torch.where((offsets[1:] < offsets[:-1]).any(), CHECK_DECREASING, torch.where(wrong, CHECK_WRONG_ENDS, CHECK_PASSED))
+    failed = check != CHECK_PASSED
+    ends = torch.where(wrong, torch.stack([low, high, torch.full_like(low, num_indices)]), 0)  # kept for wrong ends only
+    first = torch.cat([torch.stack([torch.full_like(low, seq), check]), ends])
+    record[RECORD_LAST] = torch.where(failed, seq, record[RECORD_LAST])
+    record[:RECORD_LAST] = torch.where(failed & (record[RECORD_FIRST] >= seq), first, record[:RECORD_LAST])
+    even = torch.arange(offsets.numel(), dtype=torch.int64, device=offsets.device) * num_indices // (offsets.numel() - 1)
+    return torch.where(failed, even, offsets)
+
+
 def uniform_rows(
     keys: torch.Tensor, dim: int, seed_words: int | torch.Tensor, lower: float | torch.Tensor, span: float | torch.Tensor,
 ) -> torch.Tensor:
@@ -328,6 +355,6 @@ def uniform_rows(
 
 
 __all__ = [
-    "find", "find_or_claim", "fresh_rows", "gather_rows", "gather_unique", "place_keys", "place_new", "pool_rows",
+    "check_offsets", "find", "find_or_claim", "fresh_rows", "gather_rows", "gather_unique", "place_keys", "place_new", "pool_rows",
     "reduce_and_update", "scatter_rows", "table_buckets", "uniform_rows", "write_new",
 ]

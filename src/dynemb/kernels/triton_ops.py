@@ -1006,3 +1006,50 @@ def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, dra
         _fresh_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, table, *draws, dst, n,
         DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), BLOCK=_FIND_BLOCK,
     )
+
+
+@triton.jit(do_not_specialize=["entries", "num_indices", "seq"])
+def _check_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq, BLOCK: tl.constexpr):
+    """Fold batch ``seq``'s checks into the record: any program that sees a decreasing pair (program 0 also the
+    ends) marks the batch failed and, unless an earlier batch's failure is pending, makes it the record's."""
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    pairs = offs + 1 < entries
+    here = tl.load(offsets_ptr + offs, mask=pairs, other=0)
+    ahead = tl.load(offsets_ptr + offs + 1, mask=pairs, other=0)
+    decreasing = tl.max((pairs & (ahead < here)).to(tl.int32), axis=0) > 0
+    low = tl.load(offsets_ptr)
+    high = tl.load(offsets_ptr + entries - 1)
+    wrong_ends = (pid == 0) & ((low != 0) | (high != num_indices))
+    code = tl.where(decreasing, 2, tl.where(wrong_ends, 1, 0))
+    if code > 0:
+        tl.atomic_max(record_ptr + 5, seq)
+        # Earlier batches' kernels are done: a first failure below seq is theirs and stays.
+        if tl.load(record_ptr) >= seq:
+            tl.atomic_min(record_ptr, seq)
+            tl.atomic_max(record_ptr + 1, code)
+            if wrong_ends:
+                tl.store(record_ptr + 2, low)
+                tl.store(record_ptr + 3, high)
+                tl.store(record_ptr + 4, num_indices)
+
+
+@triton.jit(do_not_specialize=["entries", "num_indices", "seq"])
+def _safe_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq, safe_ptr, BLOCK: tl.constexpr):
+    """Batch ``seq``'s offsets where it passed, else an even split of its indices into its bags."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < entries
+    failed = tl.load(record_ptr + 5) == seq
+    given = tl.load(offsets_ptr + offs, mask=valid, other=0)
+    tl.store(safe_ptr + offs, tl.where(failed, offs * num_indices // (entries - 1), given), mask=valid)
+
+
+def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: int) -> torch.Tensor:
+    """Fold batch ``seq``'s offset checks into ``record`` and return offsets every kernel can take (see
+    ``torch_ops.check_offsets``): two launches, no host read."""
+    entries = offsets.numel()
+    safe = torch.empty_like(offsets)
+    grid = (triton.cdiv(entries, _ELEMENT_BLOCK),)
+    _launch(_check_offsets_kernel, grid, offsets, entries, num_indices, record, seq, BLOCK=_ELEMENT_BLOCK)
+    _launch(_safe_offsets_kernel, grid, offsets, entries, num_indices, record, seq, safe, BLOCK=_ELEMENT_BLOCK)
+    return safe
