@@ -6,6 +6,16 @@
   first empty one (buckets fill as a prefix). No host sync, no ``[keys,
   bucket_capacity]`` compare matrix in memory. Training lookups also refresh the
   found ids' scores and count hits and misses in the same kernel.
+- ``find_or_claim``: the find of a training lookup that inserts without a host sync:
+  it also reads each index's row (pooling NONE from device rows), protects the
+  batch's slots, and carries each absent id into its bucket's sorted row of pending
+  ids (``atomic_min`` per entry); a second kernel locates each index's entry and
+  elects one index per new id. ``place_new`` plans each new id's slot as
+  ``place_keys`` does, and ``write_new`` writes the ids with rows drawn in the kernel,
+  releases the slots and fills in the absent indices; both loop to a count that only
+  the device holds.
+- ``check_offsets``: a batch's offset checks folded into the module's record by
+  batch number (the first failure stays), and offsets safe for every kernel.
 - Row kernels (``gather_rows``, ``gather_unique``, ``scatter_rows`` and the update)
   address rows through ``RowParts``: below ``split`` in device memory, from it on in
   host memory that the device reaches in place (page-locked and mapped), as TBE's
@@ -31,6 +41,9 @@
 
 Each launcher takes the same arguments as its torch fallback (``dynemb.kernels``
 picks one); all tensors must be on one device and contiguous in their last dim.
+Kernels launch through ``_launch``, which calls a variant's compiled kernel directly
+after its first launch (Triton's generic launch path costs the host more than many of
+these kernels run).
 With ``TRITON_INTERPRET=1`` set before Triton is first imported, the kernels run
 on CPU tensors through Triton's interpreter (how the tests check them without a GPU).
 """
