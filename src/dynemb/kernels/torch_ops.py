@@ -54,11 +54,7 @@ def find(
     """
     n = keys.numel()
     if table is None:
-        if offsets is None:
-            table = torch.zeros(n, dtype=torch.int64, device=keys.device)
-        else:
-            bounds = offsets[::batch_size].contiguous()
-            table = torch.searchsorted(bounds, torch.arange(n, device=keys.device), right=True) - 1
+        table = torch.zeros(n, dtype=torch.int64, device=keys.device) if offsets is None else _batch_tables(offsets, batch_size, n)
     buckets = table_buckets(keys, table, maps)
     if n <= _FIND_CHUNK:
         slots = _find_chunk(keys, buckets, table_keys, occupied, bucket_capacity)
@@ -77,6 +73,12 @@ def find(
         hits.index_add_(0, table, found.to(torch.int64))
         misses.index_add_(0, table, (~found).to(torch.int64))
     return slots, buckets
+
+
+def _batch_tables(offsets: torch.Tensor, batch_size: int, n: int) -> torch.Tensor:
+    """Table of each of a TBE batch's ``n`` indices: the last ``t`` with ``offsets[t * batch_size] <= i``."""
+    bounds = offsets[::batch_size].contiguous()
+    return torch.searchsorted(bounds, torch.arange(n, device=offsets.device), right=True) - 1
 
 
 def _find_chunk(keys: torch.Tensor, buckets: torch.Tensor, table_keys: torch.Tensor, occupied: torch.Tensor, cap: int) -> torch.Tensor:
@@ -218,9 +220,7 @@ def find_or_claim(
     the ``bucket_capacity``-th), filling ``pending``'s ``keys`` and ``uses``, and the new ids (the first index
     of each, and how many: a one-entry tensor); with ``rows``, each index's first ``columns`` (the spare row
     where absent)."""
-    n = keys.numel()
-    bounds = offsets[::batch_size].contiguous()
-    table = torch.searchsorted(bounds, torch.arange(n, device=keys.device), right=True) - 1
+    table = _batch_tables(offsets, batch_size, keys.numel())
     slots, buckets = find(
         keys, table, None, 0, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch, hits, misses,
     )
