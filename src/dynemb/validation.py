@@ -1,12 +1,12 @@
 """Checks of a TBE-layout batch that never make a training step wait for the GPU.
 
 What needs no tensor values (types, dtypes, dims, device, number of offsets) is
-checked at once. What does (offsets non-decreasing, from 0 to len(indices)) is one
-verdict computed on the batch's device. Reading a CUDA tensor drains the step's
-queue, so there the verdict is folded into the module's ``DeferredChecks`` and read
-where a step cannot be slowed, and the batch goes on with offsets made safe: a bad
-batch gives garbage, never an out-of-bounds access. On the CPU a read costs
-nothing, so the verdict is read, and raised, at once.
+checked at once. What does (offsets non-decreasing, from 0 to len(indices)) is
+checked on the batch's device into a record (``kernels.check_offsets``). Reading a
+CUDA tensor drains the step's queue, so there the record is the module's
+``DeferredChecks``, read where a step cannot be slowed, and the batch goes on with
+offsets made safe: a bad batch gives garbage, never an out-of-bounds access. On the
+CPU a read costs nothing, so a batch's own record is read, and raised, at once.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dynemb.kernels.operands import (
 # Device types whose batches' value checks are read later (a read of a CUDA tensor waits for the GPU).
 # Tests add "cpu" to take the deferred path without a GPU.
 DEFERRED_DEVICE_TYPES = frozenset({"cuda"})
+
 
 @dataclass(frozen=True)
 class BatchLayout:
@@ -61,8 +62,7 @@ class DeferredChecks:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self._record = torch.empty(RECORD_LAST + 1, dtype=torch.int64, device=device)
-        _clear(self._record)
+        self._record = _fresh_record(device)
         self._seq = 0
         self._unread = False
         self._unread_training = False
@@ -94,6 +94,12 @@ def _clear(record: torch.Tensor) -> None:
     record.zero_()
     record[RECORD_FIRST] = torch.iinfo(torch.int64).max
     record[RECORD_LAST] = -1
+
+
+def _fresh_record(device: torch.device) -> torch.Tensor:
+    record = torch.empty(RECORD_LAST + 1, dtype=torch.int64, device=device)
+    _clear(record)
+    return record
 
 
 def _raise_failed(record: list[int]) -> None:
@@ -131,8 +137,7 @@ def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, c
     offsets = offsets.to(torch.int64)
     if checks.defers:
         return BatchLayout(batch_size, checks.fold(offsets, indices.numel(), training))
-    record = torch.empty(RECORD_LAST + 1, dtype=torch.int64, device=offsets.device)
-    _clear(record)
+    record = _fresh_record(offsets.device)
     kernels.check_offsets(offsets, indices.numel(), record, 1)
     _raise_failed(record.tolist())
     return BatchLayout(batch_size, offsets)
