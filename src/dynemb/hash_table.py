@@ -224,8 +224,9 @@ class BucketedHashTable:
         (-1 where none) and its initial values in its row of ``fresh``.
 
         Placement is ``insert``'s (the new ids of a bucket ranked by id), and the batch's own
-        slots (which ``find_or_claim`` marked protected) are never evicted. How many ids are new only the device knows: every step here runs over
-        the batch or loops to a device count, so nothing waits for the host.
+        slots (which ``find_or_claim`` marked protected) are never evicted. How many ids are
+        new only the device knows: every step here runs over the batch or loops to a device
+        count, so nothing waits for the host.
         """
         pending = self.pending
         reps, count = new
