@@ -22,7 +22,8 @@ iterations, then the timed ones (``fwd``, ``bwd``, ``train``): the steady state 
 training, where ids seen before dominate, as in the benchmark suite. ``host`` is the
 wall ms per timed step the host took to hand the step to the GPU: where it reaches
 ``fwd + bwd`` the step is host-bound (it waits for the GPU, or launches slower than
-the GPU runs). The seed size
+the GPU runs); ``--host-profile`` shows where dyn's host time per step goes, and
+``--kernel-profile`` its GPU time per kernel, over a first pass and over steady steps. The seed size
 (default) is for a GPU; ``--small`` is a CPU-sized run that checks the script works
 (there TBE runs EmbeddingLocation.HOST, and ADAM, which TBE's CPU kernels lack,
 shows no baseline).
@@ -216,17 +217,23 @@ def measure(module: torch.nn.Module, work: Workload, batches: list[tuple[torch.T
     return first_pass, timer.mean_ms("forward"), timer.mean_ms("backward"), host_ms
 
 
-def host_profile(module: torch.nn.Module, work: Workload, batches: list[tuple[torch.Tensor, torch.Tensor]], steps: int = 10) -> str:
-    """Where the host's time of ``steps`` steady training steps goes: the torch profiler's CPU view (op ranges,
-    torch operators, kernel launches), by self CPU time."""
+def profiled(module: torch.nn.Module, work: Workload, steps: list[tuple[torch.Tensor, torch.Tensor]], cuda: bool) -> str:
+    """The torch profiler's table of ``steps`` training steps: the host's view (op ranges, torch operators,
+    kernel launches, by self CPU time), or with ``cuda`` the GPU's (kernels, by self GPU time)."""
     from torch.profiler import ProfilerActivity, profile
 
     grad = torch.full((work.tables * work.batch, work.dim), 1e-3, device=work.device)
-    with torch.autograd.set_multithreading_enabled(False), profile(activities=[ProfilerActivity.CPU]) as prof:
-        for step in range(steps):
-            ids, offsets = batches[step % len(batches)]
+    activity, order = (ProfilerActivity.CUDA, "self_cuda_time_total") if cuda else (ProfilerActivity.CPU, "self_cpu_time_total")
+    with torch.autograd.set_multithreading_enabled(False), profile(activities=[activity]) as prof:
+        for ids, offsets in steps:
             module(ids, offsets).backward(grad)
-    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25, max_name_column_width=48)
+        if cuda:
+            torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by=order, row_limit=25, max_name_column_width=48)
+
+
+def steady_steps(batches: list[tuple[torch.Tensor, torch.Tensor]], steps: int = 10) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    return [batches[step % len(batches)] for step in range(steps)]
 
 
 def copy_peaks(device: torch.device) -> dict[str, float] | None:
@@ -256,7 +263,7 @@ def host_traffic(module: BatchedDynamicEmbeddingTables, work: Workload, batches:
     return sum(r for r, _ in totals) / len(totals), sum(w for _, w in totals) / len(totals)
 
 
-def run(work: Workload, names: list[str], profile_host: bool = False) -> list[dict]:
+def run(work: Workload, names: list[str], profile_host: bool = False, profile_kernels: bool = False) -> list[dict]:
     batches = make_batches(work)
     unique = footprint(work, batches)
     print(f"device {work.device}, {work.tables} tables x {work.rows} rows, dim {work.dim}, batch {work.batch}/table, "
@@ -268,12 +275,17 @@ def run(work: Workload, names: list[str], profile_host: bool = False) -> list[di
     for name in names:
         optimizer, storage = CONFIGS[name]
         prime(functools.partial(build_dyn, work, optimizer, storage, unique), work, batches)
+        if profile_kernels:
+            fresh = build_dyn(work, optimizer, storage, unique)
+            print(f"{name}: dyn's GPU time per kernel over a first pass of {len(batches)} steps\n{profiled(fresh, work, batches, cuda=True)}")
+            print(f"{name}: dyn's GPU time per kernel over 10 steady steps\n{profiled(fresh, work, steady_steps(batches), cuda=True)}")
+            del fresh
         dyn = build_dyn(work, optimizer, storage, unique)
         dyn_first, dyn_fwd, dyn_bwd, dyn_host = measure(dyn, work, batches)
         mode = dyn.storage_mode(0).value
         traffic = host_traffic(dyn, work, batches) if storage in OFF_DEVICE else None
         if profile_host:
-            print(f"{name}: dyn's host time per op over 10 steps\n{host_profile(dyn, work, batches)}")
+            print(f"{name}: dyn's host time per op over 10 steps\n{profiled(dyn, work, steady_steps(batches), cuda=False)}")
         del dyn
         prime(functools.partial(build_tbe, work, optimizer, storage, unique), work, batches)
         tbe = build_tbe(work, optimizer, storage, unique)
@@ -352,6 +364,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated subset of {','.join(CONFIGS)}")
     parser.add_argument("--json", default=None, help="also write the results to this file")
     parser.add_argument("--host-profile", action="store_true", help="also print where dyn's host time per step goes (torch profiler, CPU)")
+    parser.add_argument("--kernel-profile", action="store_true",
+                        help="also print dyn's GPU time per kernel over a first pass (a module of its own) and over steady steps (CUDA)")
     args = parser.parse_args(argv)
     for name, value in (SMALL_SIZE if args.small else SEED_SIZE).items():
         if getattr(args, name) is None:
@@ -377,7 +391,10 @@ def main(argv: list[str]) -> int:
         print(f"error: the folder of --json {args.json} does not exist", file=sys.stderr)
         return 2
     work = Workload(args.tables, args.rows, args.batch, args.dim, args.alpha, args.iterations, args.warmup, args.cache_ratio, device)
-    records = run(work, names, args.host_profile)
+    if args.kernel_profile and device.type != "cuda":
+        print("error: --kernel-profile needs CUDA", file=sys.stderr)
+        return 2
+    records = run(work, names, args.host_profile, args.kernel_profile)
     peaks = copy_peaks(device) if any(CONFIGS[name][1] in OFF_DEVICE for name in names) else None
     print_link(records, peaks)
     if args.json:

@@ -32,6 +32,12 @@ def test_toy_run_times_first_pass_and_steady_state(tmp_path: Path) -> None:
     assert adam["tbe_first_pass_ms"] is None  # TBE has no ADAM on the CPU
 
 
+def test_host_profile_shows_the_op_ranges() -> None:
+    done = run(*TOY, "--configs", "sgd-gpu", "--host-profile")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "dyn's host time per op over 10 steps" in done.stdout and "op:storage_find" in done.stdout
+
+
 def test_off_device_configs_report_host_row_traffic(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     done = run(*TOY, "--configs", "sgd-hybrid,adam-host", "--json", str(out))
@@ -51,6 +57,7 @@ def test_off_device_configs_report_host_row_traffic(tmp_path: Path) -> None:
         (["--configs", "sgd-gpu,nope"], "unknown config(s) nope"),
         (["--iterations", "0"], "must be positive"),
         (["--json", "/nonexistent/folder/x.json"], "does not exist"),
+        (["--kernel-profile"], "--kernel-profile needs CUDA"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(args: list[str], message: str) -> None:
