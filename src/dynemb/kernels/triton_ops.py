@@ -24,7 +24,7 @@
 - ``reduce_and_update``: the gradient rows of each id (grouped by slot, as a sort
   of the batch's slots leaves them) are summed and the optimizer is applied in
   place to the stored row and its state, without atomics and without a host sync.
-  Each program takes a block of 32 positions (fewer for rows wider than 128), loads
+  Each program takes a block of 64 positions (fewer for rows wider than 128), loads
   each gradient row once and sums every id's rows with a segmented scan (runs of
   consecutive positions in registers, then across warps), and steps the ids that lie
   wholly inside, their rows read while the gradients load; slot -1 (the spare row, a
@@ -34,9 +34,8 @@
 - ``uniform_rows``: the uniform initializer in one kernel instead of a dozen
   elementwise torch ops (the same integer bits, so up to float rounding the same values).
 - ``place_keys``: an insert's slot choice (empty slots first, then lowest score,
-  protected slots never): 32 keys a program count their buckets' empty slots at once,
-  a key of a full bucket is ordered alone by pairwise compares of its bucket's row; a
-  second kernel writes the keys. No per-bucket sort, no host sync.
+  protected slots never) planned per key from its bucket's row by pairwise compares,
+  then written by a second kernel: no per-bucket sort, no host sync.
 - ``pool_rows``: pooled SUM/MEAN straight from the unique rows through ``inverse``
   into the module's output columns, without the ``[indices, dim]`` intermediate.
 
@@ -65,24 +64,24 @@ from dynemb.options import EmbOptimType, PoolingMode
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 # Grouped gradient positions per program of the fused reduce + update, and floats per
-# [positions, dim] tile at most (wider rows take fewer positions). Swept on an H200 over
-# 16-128 positions and 2-16 warps (a seed-size step, dim 128): 32 positions over 8 warps
-# (16 floats a tile per thread) ran fastest for SGD and ADAM alike, 0.37 and 0.71 ms
-# against 0.59 and 0.87 for 64; larger tiles spill or leave too few blocks resident.
-_SEGMENT_BLOCK = 32
-_SEGMENT_TILE = 32 * 128
+# [positions, dim] tile at most: 64 rows of 128 floats keep ADAM's five tiles (gradients,
+# sums, row, m, v) in 8 warps' registers without spilling (wider rows take fewer
+# positions); 64 against 32 halves the ids that cross block edges (a second kernel's work).
+_SEGMENT_BLOCK = 64
+_SEGMENT_TILE = 64 * 128
 # Rows loaded per loop step in the reductions.
 _BLOCK_N = 8
 # Warps per program of the per-bag kernel: most bags are a row or two, so small programs
 # (32 resident per SM) keep more rows in flight than wide ones.
 _BAG_WARPS = 2
-# Warps per block of the fused reduce + update (see _SEGMENT_BLOCK).
+# Warps per block of the fused reduce + update: fewer would spill its tiles; more gain
+# nothing, as registers bound the positions in flight per SM (ADAM: one block of 8 warps).
 _SEGMENT_WARPS = 8
 # Floats one warp loads of a row at once (32 threads x 16 bytes): rows narrower than this
 # share a warp, which sets how the scan splits a block (``_segment_shape``).
 _WARP_FLOATS = 128
 # Blocks whose partial sums the crossing kernel reads per step of a run: one step covers
-# every run but the hottest ids' (a 7,000-position id spans some 220 blocks of 32), and
+# every run but the hottest ids' (a 7,000-position id spans some 110 blocks of 64), and
 # a [64, 128] tile over 4 warps stays in registers (wider rows take fewer blocks a step).
 _CROSSING_CHUNK = 64
 _CROSSING_WARPS = 4
@@ -90,11 +89,6 @@ _CROSSING_WARPS = 4
 _GATHER_ROWS = 8
 # Sorted positions per program of the gather that reads each distinct row once.
 _UNIQUE_BLOCK = 32
-# New keys the slot planner takes at once: their buckets' fill is counted together (a
-# [keys, bucket] tile of bytes), and only keys of full buckets are ordered one at a time.
-# One key per program (or loop step) kept a first pass over a run's ids waiting on a chain
-# of loads for each.
-_PLAN_ROWS = 32
 # Keys per program and bucket positions per step in the probe.
 _FIND_BLOCK = 32
 _FIND_CHUNK = 32
@@ -354,7 +348,7 @@ def find_or_claim(
         )
         # Once every key is carried in: where each landed, how often it is used, and one index per new id.
         _launch(
-            _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, buckets, n, pending.keys, pending.uses, pending.owner, pending.owner.numel(), entry,
+            _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, buckets, n, pending.keys, pending.uses, pending.owner, entry,
             reps, count, CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
         )
     return slots, buckets, table, entry, out, (reps, count)
@@ -362,7 +356,7 @@ def find_or_claim(
 
 @triton.jit(do_not_specialize=["n"])
 def _locate_kernel(
-    query_ptr, slot_ptr, bucket_ptr, n, pending_ptr, uses_ptr, owner_ptr, entries, entry_ptr, reps_ptr, count_ptr,
+    query_ptr, slot_ptr, bucket_ptr, n, pending_ptr, uses_ptr, owner_ptr, entry_ptr, reps_ptr, count_ptr,
     CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr,
 ):
     """Each absent key's entry in its bucket's pending row (-1: carried past its end), its uses counted, and
@@ -382,11 +376,8 @@ def _locate_kernel(
             entry = tl.where((entry < 0) & (first < CAP), base + first, entry)
         claiming = entry >= 0
         tl.atomic_add(uses_ptr + entry, tl.full([BLOCK], 1, tl.int64), mask=claiming)
-        # Triton's compare-and-swap takes no mask: lanes without an entry compare -1 with an owner (never
-        # negative), so nothing swaps, each at an entry of its own (all at one entry, they would queue on its
-        # address: a batch of new ids spent a millisecond there).
-        idle = offs % entries
-        old = tl.atomic_cas(owner_ptr + tl.where(claiming, entry, idle), tl.where(claiming, 0, -1).to(tl.int32), (offs + 1).to(tl.int32))
+        # Lanes without an entry compare -1 with entry 0's owner (never negative): no swap.
+        old = tl.atomic_cas(owner_ptr + tl.where(claiming, entry, 0), tl.where(claiming, 0, -1).to(tl.int32), (offs + 1).to(tl.int32))
         lead = claiming & (old == 0)
         found = tl.sum(lead.to(tl.int32), axis=0)
         if found > 0:
@@ -799,75 +790,52 @@ def uniform_rows(
 
 
 @triton.jit
-def _plan_slots(
-    base, rank, occupied_ptr, scores_ptr, protected_ptr, CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr, ROWS: tl.constexpr,
-):
-    """(slot, placed) of the ``rank``-th new key of the bucket starting at slot ``base``, for ``ROWS`` keys:
-    empty slots first (they form the bucket's tail), then occupied ones by ascending score (ties: lower
-    position), protected never. Reads the table only, so keys of one bucket may be planned at once; rank -1
-    places nothing. Empty slots are counted for every key at once; a key of a full bucket is planned alone."""
-    s = tl.arange(0, BLOCK_C)
-    wanted = rank >= 0
-    occupied = tl.load(occupied_ptr + base[:, None] + s[None, :], mask=wanted[:, None] & (s < CAP)[None, :], other=0) != 0
-    fill = tl.sum(occupied.to(tl.int32), axis=1)
-    free = wanted & (rank < CAP - fill)
-    target = tl.where(free, base + fill + rank, -1)
-    crowded = wanted & (free == 0)
-    if tl.max(crowded.to(tl.int32), axis=0) > 0:
-        lane = tl.arange(0, ROWS)
-        for k in range(ROWS):
-            pick = crowded & (lane == k)
-            if tl.max(pick.to(tl.int32), axis=0) > 0:
-                slot = _evicting_slot(
-                    tl.sum(tl.where(pick, base, 0), axis=0), tl.sum(tl.where(pick, rank, 0), axis=0),
-                    occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C, CHUNK,
-                )
-                target = tl.where(pick, slot, target)
-    return target, target >= 0
-
-
-@triton.jit
-def _evicting_slot(base, rank, occupied_ptr, scores_ptr, protected_ptr, CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr):
-    """The slot of one key whose rank is past its bucket's empty slots: the occupied slot whose place in the
-    stable ascending order of score (protected slots last, never taken) is ``rank``; -1 past the unprotected."""
+def _plan_slot(base, rank, occupied_ptr, scores_ptr, protected_ptr, CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr):
+    """(slot, placed) of the ``rank``-th new key of the bucket starting at slot ``base``: empty slots first (they
+    form the bucket's tail), then occupied ones by ascending score (ties: lower position), protected never.
+    Reads the table only, so keys of one bucket may be planned at once; rank -1 places nothing."""
     s = tl.arange(0, BLOCK_C)
     real = s < CAP
     occupied = tl.load(occupied_ptr + base + s, mask=real, other=0) != 0
-    priority = tl.where(occupied, tl.load(scores_ptr + base + s, mask=real, other=0), _LOWEST)
-    blocked = (tl.load(protected_ptr + base + s, mask=real, other=1) != 0) | (real == 0)
-    priority = tl.where(blocked, _HIGHEST, priority)
-    # Position of each slot in the stable ascending order of priority (ties: lower position first).
-    order_of_slot = tl.zeros([BLOCK_C], dtype=tl.int32)
-    for c in range(0, BLOCK_C, CHUNK):
-        t = c + tl.arange(0, CHUNK)
-        t_real = t < CAP
-        t_occupied = tl.load(occupied_ptr + base + t, mask=t_real, other=0) != 0
-        t_priority = tl.where(t_occupied, tl.load(scores_ptr + base + t, mask=t_real, other=0), _LOWEST)
-        t_blocked = (tl.load(protected_ptr + base + t, mask=t_real, other=1) != 0) | (t_real == 0)
-        t_priority = tl.where(t_blocked, _HIGHEST, t_priority)
-        ahead = (t_priority[None, :] < priority[:, None]) | ((t_priority[None, :] == priority[:, None]) & (t[None, :] < s[:, None]))
-        order_of_slot += tl.sum(ahead.to(tl.int32), axis=1)
-    eligible = tl.sum((blocked == 0).to(tl.int32), axis=0)
-    position = tl.sum(tl.where(order_of_slot == rank, s, 0), axis=0).to(tl.int64)
-    return tl.where(rank < eligible, base + position, -1)
+    fill = tl.sum(occupied.to(tl.int32), axis=0)
+    if rank < CAP - fill:
+        position = (fill + rank).to(tl.int64)
+        placed = rank >= 0
+    else:
+        priority = tl.where(occupied, tl.load(scores_ptr + base + s, mask=real, other=0), _LOWEST)
+        blocked = (tl.load(protected_ptr + base + s, mask=real, other=1) != 0) | (real == 0)
+        priority = tl.where(blocked, _HIGHEST, priority)
+        # Position of each slot in the stable ascending order of priority (ties: lower position first).
+        order_of_slot = tl.zeros([BLOCK_C], dtype=tl.int32)
+        for c in range(0, BLOCK_C, CHUNK):
+            t = c + tl.arange(0, CHUNK)
+            t_real = t < CAP
+            t_occupied = tl.load(occupied_ptr + base + t, mask=t_real, other=0) != 0
+            t_priority = tl.where(t_occupied, tl.load(scores_ptr + base + t, mask=t_real, other=0), _LOWEST)
+            t_blocked = (tl.load(protected_ptr + base + t, mask=t_real, other=1) != 0) | (t_real == 0)
+            t_priority = tl.where(t_blocked, _HIGHEST, t_priority)
+            ahead = (t_priority[None, :] < priority[:, None]) | ((t_priority[None, :] == priority[:, None]) & (t[None, :] < s[:, None]))
+            order_of_slot += tl.sum(ahead.to(tl.int32), axis=1)
+        eligible = tl.sum((blocked == 0).to(tl.int32), axis=0)
+        placed = rank < eligible
+        position = tl.sum(tl.where(order_of_slot == rank, s, 0), axis=0).to(tl.int64)
+    return tl.where(placed, base + position, -1), placed
 
 
-@triton.jit(do_not_specialize=["n"])
+@triton.jit
 def _place_kernel(
-    sorted_bucket_ptr, rank_ptr, n, occupied_ptr, scores_ptr, protected_ptr, keys_ptr,
+    sorted_bucket_ptr, rank_ptr, occupied_ptr, scores_ptr, protected_ptr, keys_ptr,
     target_ptr, evicted_mask_ptr, evicted_key_ptr, evicted_score_ptr,
-    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr, ROWS: tl.constexpr,
+    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
 ):
-    """Plan ``ROWS`` new keys: their slots and what they evict."""
-    i = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    valid = i < n
-    base = tl.load(sorted_bucket_ptr + i, mask=valid, other=0) * CAP
-    target, placed = _plan_slots(base, tl.load(rank_ptr + i, mask=valid, other=-1), occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C, CHUNK, ROWS)
-    tl.store(target_ptr + i, target, mask=valid)
+    """Plan one new key: its slot and what it evicts."""
+    i = tl.program_id(0)
+    target, placed = _plan_slot(tl.load(sorted_bucket_ptr + i) * CAP, tl.load(rank_ptr + i), occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C, CHUNK)
+    tl.store(target_ptr + i, target)
     safe = tl.where(placed, target, 0)
-    tl.store(evicted_mask_ptr + i, (tl.load(occupied_ptr + safe, mask=placed, other=0) != 0) & placed, mask=valid)
-    tl.store(evicted_key_ptr + i, tl.load(keys_ptr + safe, mask=placed, other=0), mask=valid)
-    tl.store(evicted_score_ptr + i, tl.load(scores_ptr + safe, mask=placed, other=0), mask=valid)
+    tl.store(evicted_mask_ptr + i, (tl.load(occupied_ptr + safe) != 0) & placed)
+    tl.store(evicted_key_ptr + i, tl.where(placed, tl.load(keys_ptr + safe), 0))
+    tl.store(evicted_score_ptr + i, tl.where(placed, tl.load(scores_ptr + safe), 0))
 
 
 @triton.jit(do_not_specialize=["n"])
@@ -887,8 +855,7 @@ def place_keys(
     table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, bucket_capacity: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Slot and write new keys exactly as ``torch_ops.place_keys``: a planning kernel that only reads the table
-    (``_PLAN_ROWS`` keys per program; a full bucket's slot order by pairwise compares), then a kernel that writes
-    the keys."""
+    (one program per key, its bucket's slot order by pairwise compares), then a kernel that writes the keys."""
     n = sorted_buckets.numel()
     device = keys.device
     target = torch.empty(n, dtype=torch.int64, device=device)
@@ -899,10 +866,10 @@ def place_keys(
         return target, evicted_mask, evicted_keys, evicted_scores
     occupied_bytes = occupied.view(torch.uint8)
     block_c = triton.next_power_of_2(bucket_capacity)
-    _launch(_place_kernel, (triton.cdiv(n, _PLAN_ROWS),),
-        sorted_buckets, rank, n, occupied_bytes, table_scores, protected.view(torch.uint8), table_keys,
+    _launch(_place_kernel, (n,),
+        sorted_buckets, rank, occupied_bytes, table_scores, protected.view(torch.uint8), table_keys,
         target, evicted_mask.view(torch.uint8), evicted_keys, evicted_scores,
-        CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c), ROWS=_PLAN_ROWS,
+        CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c),
     )
     _launch(_write_kernel, (triton.cdiv(n, _ELEMENT_BLOCK),),
         target, order, keys, scores, table_keys, table_scores, occupied_bytes, n, BLOCK=_ELEMENT_BLOCK,
@@ -921,22 +888,19 @@ _PENDING_ROWS = 8
 def _place_pending_kernel(
     reps_ptr, count_ptr, bucket_ptr, entry_ptr, table_ptr, target_ptr,
     occupied_ptr, scores_ptr, protected_ptr, evictions_ptr,
-    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr, ROWS: tl.constexpr, GRID: tl.constexpr,
+    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr, GRID: tl.constexpr,
 ):
-    """Plan each new id's slot (``PendingArrays.target``), ``ROWS`` ids per step: its entry's place in the
-    bucket's pending row is its rank by id, as ``insert`` ranks new ids. Counts evictions."""
+    """Plan each new id's slot (``PendingArrays.target``): its entry's place in the bucket's pending row is its
+    rank by id, as ``insert`` ranks new ids. Counts evictions."""
     count = tl.load(count_ptr)
-    for start in range(tl.program_id(0) * ROWS, count, GRID * ROWS):
-        i = start + tl.arange(0, ROWS)
-        valid = i < count
-        position = tl.load(reps_ptr + i, mask=valid, other=0)
-        base = tl.load(bucket_ptr + position, mask=valid, other=0) * CAP
-        entry = tl.load(entry_ptr + position, mask=valid, other=0)
-        rank = tl.where(valid, entry - base, -1)
-        target, placed = _plan_slots(base, rank, occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C, CHUNK, ROWS)
-        tl.store(target_ptr + entry, target, mask=valid)
-        evicts = placed & (tl.load(occupied_ptr + tl.where(placed, target, 0), mask=placed, other=0) != 0)
-        tl.atomic_add(evictions_ptr + tl.load(table_ptr + position, mask=evicts, other=0), 1, mask=evicts)
+    for i in range(tl.program_id(0), count, GRID):
+        position = tl.load(reps_ptr + i)
+        base = tl.load(bucket_ptr + position) * CAP
+        entry = tl.load(entry_ptr + position)
+        target, placed = _plan_slot(base, entry - base, occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C, CHUNK)
+        tl.store(target_ptr + entry, target)
+        evicts = placed & (tl.load(occupied_ptr + tl.where(placed, target, 0)) != 0)
+        tl.atomic_add(evictions_ptr + tl.load(table_ptr + position), 1, mask=evicts)
 
 
 def place_new(
@@ -949,10 +913,10 @@ def place_new(
     if n == 0:
         return
     block_c = triton.next_power_of_2(bucket_capacity)
-    grid = min(triton.cdiv(n, _PLAN_ROWS), _PENDING_PROGRAMS)
+    grid = min(n, _PENDING_PROGRAMS)
     _launch(_place_pending_kernel, (grid,),
         reps, count, buckets, entry, table, pending.target, occupied.view(torch.uint8), table_scores,
-        protected.view(torch.uint8), evictions, CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c), ROWS=_PLAN_ROWS, GRID=grid,
+        protected.view(torch.uint8), evictions, CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c), GRID=grid,
     )
 
 
