@@ -297,7 +297,7 @@ def run(work: Workload, names: list[str], profile_host: bool = False, profile_ke
             record.update(host_read_bytes_per_iter=traffic[0], host_written_bytes_per_iter=traffic[1])
         records.append(record)
         print(format_row(record))
-    # After every timing: a CUDA profile leaves the process's launches slower (its tracing stays attached).
+    # After every timing, so that no timing runs in a process a profiler has already attached to.
     for name in names if profile_kernels else []:
         optimizer, storage = CONFIGS[name]
         fresh = build_dyn(work, optimizer, storage, unique)
@@ -386,6 +386,9 @@ def main(argv: list[str]) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         print("error: --device cuda but CUDA is not available (use --small for a CPU run)", file=sys.stderr)
         return 2
+    if args.kernel_profile and device.type != "cuda":
+        print("error: --kernel-profile needs CUDA", file=sys.stderr)
+        return 2
     if min(args.tables, args.rows - 1, args.batch, args.dim, args.iterations) <= 0 or args.warmup < 0 or args.cache_ratio <= 0:
         print("error: sizes, iterations and --cache-ratio must be positive", file=sys.stderr)
         return 2
@@ -393,9 +396,6 @@ def main(argv: list[str]) -> int:
         print(f"error: the folder of --json {args.json} does not exist", file=sys.stderr)
         return 2
     work = Workload(args.tables, args.rows, args.batch, args.dim, args.alpha, args.iterations, args.warmup, args.cache_ratio, device)
-    if args.kernel_profile and device.type != "cuda":
-        print("error: --kernel-profile needs CUDA", file=sys.stderr)
-        return 2
     records = run(work, names, args.host_profile, args.kernel_profile)
     peaks = copy_peaks(device) if any(CONFIGS[name][1] in OFF_DEVICE for name in names) else None
     print_link(records, peaks)
