@@ -163,6 +163,25 @@ def test_environments_that_differ_are_named():
     assert any("old has no provenance" in w for w in compare_runs(run("old", [older]), run("new", [rec])).warnings)
 
 
+def test_tbe_changing_with_the_same_libraries_is_named_as_the_machine():
+    """TBE is the same code in both runs: where it changed, so did the machine."""
+    old = [record(label) | {"fbgemm_gpu_version": "1.8.0"} for label in LABELS[:3]]
+    machine = compare_runs(run("old", old), run("new", [scaled(old[0], 2.0), *copy.deepcopy(old[1:])]))
+    drift = [w for w in machine.warnings if w.startswith("TBE changed")]
+    assert drift == [
+        f"TBE changed in 1 config with the same torch, fbgemm_gpu and device in both runs, so the machine "
+        f"differs: {LABELS[0]} trc_train_ms +100%, trc_eval_ms +100%; dyn's 2 changes there may be the machine's"
+    ]
+    only_tbe = compare_runs(run("old", old), run("new", [scaled(old[0], 2.0, ("trc_train_ms",)), *old[1:]]))
+    assert [w for w in only_tbe.warnings if w.startswith("TBE changed")][0].endswith("dyn did not change there")
+    code = compare_runs(run("old", old), run("new", [scaled(old[0], 2.0, ("dyn_train_ms", "dyn_eval_ms")), *old[1:]]))
+    assert not any(w.startswith("TBE changed") for w in code.warnings)  # dyn alone changed: the code
+    upgraded = [scaled(old[0], 2.0) | {"fbgemm_gpu_version": "1.9.0"}, *old[1:]]
+    warnings = compare_runs(run("old", old), run("new", upgraded)).warnings
+    assert any(w.startswith("fbgemm_gpu differs") for w in warnings)
+    assert not any(w.startswith("TBE changed") for w in warnings)  # the upgrade explains TBE's move
+
+
 def test_render_as_text_and_markdown():
     old = [record(label) for label in LABELS[:2]]
     found = compare_runs(run("old", old), run("new", [scaled(old[0], 2.0), old[1]]))

@@ -11,6 +11,7 @@ so that what imports this package needs no sqlite-utils). ``embprof diff`` and t
 
 from __future__ import annotations
 
+from embprof.compare.baseline import baseline_warnings
 from embprof.compare.deltas import (
     CHANGE,
     METRICS,
@@ -30,13 +31,15 @@ from embprof.stats import ALPHA
 
 
 def compare_runs(old: Run, new: Run, alpha: float = ALPHA) -> Comparison:
-    """Every per-config and per-op delta of ``new`` against ``old``, and the environment warnings."""
+    """Every per-config and per-op delta of ``new`` against ``old``, the environment warnings, and
+    whether TBE (the same code in both runs) moved."""
+    configs = config_deltas(old.records, new.records, alpha)
     return Comparison(
         old=old.name,
         new=new.name,
-        configs=config_deltas(old.records, new.records, alpha),
+        configs=configs,
         ops=op_deltas(old.opcalls, new.opcalls, alpha),
-        warnings=environment_warnings(old, new),
+        warnings=environment_warnings(old, new) + baseline_warnings(configs, old, new),
         alpha=alpha,
     )
 
