@@ -11,6 +11,9 @@ the full range, over the median), it counts
 - the pairs of runs in which any of the 8 config metrics is called a change
   (Mann-Whitney p < 0.05 and |delta| above the noise): false alarms, since
   the code is the same;
+- of those pairs, the ones in which TBE (the same code in both runs) changed in every
+  config that changed: where ``embprof diff`` names the machine as the cause
+  (docs/COMPARE.md, "Warnings");
 - the configs that a copy with every repeat doubled is caught on (any metric).
 
     python benchmarks/bench_compare_noise.py [--runs 12] [--repeats 10] [--suite-root DIR ...]
@@ -51,6 +54,13 @@ def changed(a: np.ndarray, b: np.ndarray, measure: str) -> bool:
     return bool(p < ALPHA and delta > max(spread(a, measure), spread(b, measure)))
 
 
+def pair_verdict(a: list[dict], b: list[dict], n: int, measure: str) -> tuple[bool, bool]:
+    """(any config metric changed, every changed config's TBE changed too) for two runs."""
+    configs = [{m: changed(samples(ra, m, n), samples(rb, m, n), measure) for m in METRICS} for ra, rb in zip(a, b, strict=True)]
+    moved = [c for c in configs if any(c.values())]
+    return bool(moved), bool(moved) and all(c["trc_train_ms"] or c["trc_eval_ms"] for c in moved)
+
+
 def run_once(root: Path, out: Path, repeats: int) -> list[dict]:
     for label in LABELS:
         subprocess.run(
@@ -80,25 +90,24 @@ def main() -> None:
             for k, root in enumerate(roots):  # interleaved: every checkout sees the same drift
                 runs[root].append(run_once(root, Path(tmp, f"{k}_{i}.json"), args.repeats))
     print(f"{args.runs} runs per checkout, interleaved; 2 configs x 4 metrics; alpha {ALPHA}")
-    print(f"{'checkout':<34} {'timer':<10} {'n':>3} {'noise':<6} {'run pairs called changed':>26} {'2x configs caught':>19}")
+    print(f"{'checkout':<34} {'timer':<10} {'n':>3} {'noise':<6} {'run pairs called changed':>26} "
+          f"{'of them, TBE moved':>18} {'2x configs caught':>19}")
     for root, results in runs.items():
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
         timer = results[0][0].get("timer", "wall_clock")
         pairs = list(itertools.combinations(results, 2))
         for n in (5, 7, min(10, args.repeats)):
             for measure in ("iqr", "range"):
-                false = sum(
-                    any(changed(samples(ra, m, n), samples(rb, m, n), measure)
-                        for ra, rb in zip(a, b, strict=True) for m in METRICS)
-                    for a, b in pairs
-                )
+                verdicts = [pair_verdict(a, b, n, measure) for a, b in pairs]
+                false = sum(v for v, _ in verdicts)
+                machine = sum(m for _, m in verdicts)
                 caught = sum(
                     any(changed(samples(r, m, n), 2.0 * samples(r, m, n), measure) for m in METRICS)
                     for run in results for r in run
                 )
                 configs = sum(len(run) for run in results)
                 print(f"{commit + ' ' + str(root)[-24:]:<34} {timer:<10} {n:>3} {measure:<6} "
-                      f"{false:>10} / {len(pairs):<3} ({100 * false / len(pairs):4.1f}%) {caught:>9} / {configs:<3}")
+                      f"{false:>10} / {len(pairs):<3} ({100 * false / len(pairs):4.1f}%) {machine:>18} {caught:>9} / {configs:<3}")
 
 
 if __name__ == "__main__":

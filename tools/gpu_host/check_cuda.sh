@@ -10,7 +10,9 @@
 #                  all 10 configs in one run -> suite.json (the records as the suite writes them)
 #   profile        the workflow's per-op CSVs (nsys) of the configs in PROFILE_LABELS
 #                  (default: sgd no_caching and adam no_hbm) -> results-profile.tgz
-# With no STEP, all of them in this order. A step's failure is reported and the others still run.
+#   bisect         the dynemb suites with each of PATCHES alone (bisect_patches.sh; default: the
+#                  first pass's parts in examples/records/first_pass/patches) -> bisect/<patch>.log
+# With no STEP, all of them but bisect, in this order. A step's failure is reported and the others still run.
 set -uo pipefail
 out=${1:-gpu-check}
 shift || true
@@ -48,6 +50,9 @@ for name in "${steps[@]}"; do
             step profile python3 -m snakemake "${targets[@]}" --cores "$(nproc)" --set-threads profile="$(nproc)" \
                 --configfile examples/h200/config.yaml --config "nsys=$NSYS"
             tar czf "$out/results-profile.tgz" --exclude='results/traces' --exclude='results/sqlite' results 2>/dev/null ;;
+        bisect)
+            # shellcheck disable=SC2086  # PATCHES is a glob
+            step bisect bash tools/gpu_host/bisect_patches.sh "$out/bisect" ${PATCHES:-examples/records/first_pass/patches/*.patch} ;;
         *) echo "check_cuda: unknown step $name" >&2; status=1 ;;
     esac
 done
