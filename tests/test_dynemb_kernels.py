@@ -5,7 +5,9 @@ both ways. Without CUDA they run on CPU tensors through Triton's interpreter,
 which must be switched on (``TRITON_INTERPRET=1``) before Triton is first
 imported; since other tests of the same process may import it first, the
 interpreted kernel tests run in a child pytest of this file with the variable
-set, and the parent only checks that child.
+set, and the parent only checks that child. The child loads ``triton_bounds``: every address
+a kernel touches must lie inside one of its tensors, and each launch's programs run in a
+shuffled order, as a GPU may run them.
 """
 
 from __future__ import annotations
@@ -47,13 +49,31 @@ kernels_here = pytest.mark.skipif(not RUNS_KERNELS, reason="run by test_kernels_
 @pytest.mark.skipif(RUNS_KERNELS, reason="the kernel tests run in this process")
 def test_kernels_under_the_triton_interpreter() -> None:
     pytest.importorskip("triton")
-    env = dict(os.environ, TRITON_INTERPRET="1")
+    here = os.path.dirname(__file__)
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
     child = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "not under_the_triton_interpreter", __file__],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "triton_bounds", "-k", "not under_the_triton_interpreter", __file__],
         env=env, capture_output=True, text=True, timeout=300,
     )
     assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
     assert " passed" in child.stdout and " failed" not in child.stdout, child.stdout[-2000:]
+
+
+@pytest.mark.skipif("triton_bounds" not in sys.modules, reason="checks the interpreter's address check (-p triton_bounds)")
+def test_an_access_past_a_tensor_is_caught_under_the_interpreter() -> None:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def fill(out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, offs.to(tl.float32), mask=offs < n)
+
+    out = torch.zeros(8)
+    fill[(1,)](out, 8, BLOCK=16)
+    assert out.tolist() == [float(i) for i in range(8)]
+    with pytest.raises(Exception, match="fill: store of 4 lanes outside every tensor argument"):
+        fill[(1,)](out, 12, BLOCK=16)
 
 
 def _first_per_bucket(table: BucketedHashTable, keys: torch.Tensor, most: int) -> torch.Tensor:
