@@ -11,7 +11,8 @@
 #   profile        the workflow's per-op CSVs (nsys) of the configs in PROFILE_LABELS
 #                  (default: sgd no_caching and adam no_hbm) -> results-profile.tgz
 #   bisect         the dynemb suites with each of PATCHES alone (bisect_patches.sh; default: the
-#                  first pass's parts in examples/records/first_pass/patches) -> bisect/<patch>.log
+#                  first pass's three parts, examples/records/first_pass/patches/[123]-*.patch,
+#                  some 110 s each) -> bisect/<patch>.log
 # With no STEP, all of them but bisect, in this order. A step's failure is reported and the others still run.
 set -uo pipefail
 out=${1:-gpu-check}
@@ -52,7 +53,7 @@ for name in "${steps[@]}"; do
             tar czf "$out/results-profile.tgz" --exclude='results/traces' --exclude='results/sqlite' results 2>/dev/null ;;
         bisect)
             # shellcheck disable=SC2086  # PATCHES is a glob
-            step bisect bash tools/gpu_host/bisect_patches.sh "$out/bisect" ${PATCHES:-examples/records/first_pass/patches/*.patch} ;;
+            step bisect bash tools/gpu_host/bisect_patches.sh "$out/bisect" ${PATCHES:-examples/records/first_pass/patches/[123]-*.patch} ;;
         *) echo "check_cuda: unknown step $name" >&2; status=1 ;;
     esac
 done
