@@ -5,12 +5,14 @@ from __future__ import annotations
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import plotly.graph_objects as go
 import pytest
 from report_inputs import opcalls_frame
 
+from embprof.plots import export
 from embprof.plots.export import ExportError, PngJob, export_pngs, find_browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,3 +65,22 @@ def test_sunburst_script_without_a_browser_fails_cleanly_and_writes_nothing(tmp_
     assert proc.returncode == 1
     assert proc.stderr.strip() == f"embprof sunburst: error: BROWSER_PATH='{tmp_path / 'no-chromium'}' is not an executable file"
     assert not png.exists() and not html.exists()
+
+
+@pytest.mark.slow
+def test_a_browser_that_never_answers_is_one_clear_error_and_leaves_no_process(monkeypatch, tmp_path):
+    """Once, Chromium died under kaleido in a SLURM job and the step waited for ever: now it has a deadline."""
+    browser = tmp_path / "chromium"
+    browser.write_text("#!/bin/sh\nexec sleep 600\n")
+    browser.chmod(0o755)
+    monkeypatch.setenv("BROWSER_PATH", str(browser))
+    monkeypatch.setattr(export, "STARTUP_S", 3.0)
+    monkeypatch.setattr(export, "RENDER_TIMEOUT_S", 1.0)
+    png = tmp_path / "f.png"
+    start = time.monotonic()
+    with pytest.raises(ExportError, match=r"^static export failed 2 times: the browser \(.*chromium\) gave no figure within 4 s$"):
+        export_pngs([PngJob(go.Figure(), png)])
+    assert time.monotonic() - start < 60
+    assert not png.exists()
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert left == [], left
