@@ -22,6 +22,7 @@ for patch in "$@"; do
     fi
     if ! "${apply[@]}" > "$out/$name.log" 2>&1; then
         echo "$name: does not apply"
+        rm -rf "$tree"
         continue
     fi
     # shellcheck disable=SC2086  # $tests is a glob, expanded in the copy

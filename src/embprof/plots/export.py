@@ -134,16 +134,16 @@ def _last_line(stderr: bytes) -> str:
 
 def _end(child: subprocess.Popen) -> None:
     """Kill the worker, if still there, and every process it started: choreographer starts the browser in a
-    session of its own, so each of the worker's children goes with its whole process group."""
-    groups = {group for group in map(_group, _children(child.pid)) if group is not None}
+    session of its own, so each of the worker's children goes with its whole process group. A worker that
+    exited was reaped, and its pid may be another process's now: nothing is looked up by it."""
     if child.poll() is None:
-        groups.add(child.pid)  # the worker leads its own session
-    for group in groups:
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    child.wait()
+        groups = {group for group in map(_group, _children(child.pid)) if group is not None}
+        for group in groups | {child.pid}:  # the worker leads its own session
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    child.communicate()  # reaps it and closes its stderr pipe
 
 
 def _children(pid: int) -> list[int]:
