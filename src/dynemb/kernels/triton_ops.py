@@ -24,7 +24,7 @@
 - ``reduce_and_update``: the gradient rows of each id (grouped by slot, as a sort
   of the batch's slots leaves them) are summed and the optimizer is applied in
   place to the stored row and its state, without atomics and without a host sync.
-  Each program takes a block of 64 positions (fewer for rows wider than 128), loads
+  Each program takes a block of 32 positions (fewer for rows wider than 128), loads
   each gradient row once and sums every id's rows with a segmented scan (runs of
   consecutive positions in registers, then across warps), and steps the ids that lie
   wholly inside, their rows read while the gradients load; slot -1 (the spare row, a
@@ -64,24 +64,24 @@ from dynemb.options import EmbOptimType, PoolingMode
 _INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 
 # Grouped gradient positions per program of the fused reduce + update, and floats per
-# [positions, dim] tile at most: 64 rows of 128 floats keep ADAM's five tiles (gradients,
-# sums, row, m, v) in 8 warps' registers without spilling (wider rows take fewer
-# positions); 64 against 32 halves the ids that cross block edges (a second kernel's work).
-_SEGMENT_BLOCK = 64
-_SEGMENT_TILE = 64 * 128
+# [positions, dim] tile at most (wider rows take fewer positions). Swept on an H200 over
+# 16-128 positions and 2-16 warps (a seed-size step, dim 128): 32 positions over 8 warps
+# (16 floats a tile per thread) ran fastest for SGD and ADAM alike, 0.37 and 0.71 ms
+# against 0.59 and 0.87 for 64; larger tiles spill or leave too few blocks resident.
+_SEGMENT_BLOCK = 32
+_SEGMENT_TILE = 32 * 128
 # Rows loaded per loop step in the reductions.
 _BLOCK_N = 8
 # Warps per program of the per-bag kernel: most bags are a row or two, so small programs
 # (32 resident per SM) keep more rows in flight than wide ones.
 _BAG_WARPS = 2
-# Warps per block of the fused reduce + update: fewer would spill its tiles; more gain
-# nothing, as registers bound the positions in flight per SM (ADAM: one block of 8 warps).
+# Warps per block of the fused reduce + update (see _SEGMENT_BLOCK).
 _SEGMENT_WARPS = 8
 # Floats one warp loads of a row at once (32 threads x 16 bytes): rows narrower than this
 # share a warp, which sets how the scan splits a block (``_segment_shape``).
 _WARP_FLOATS = 128
 # Blocks whose partial sums the crossing kernel reads per step of a run: one step covers
-# every run but the hottest ids' (a 7,000-position id spans some 110 blocks of 64), and
+# every run but the hottest ids' (a 7,000-position id spans some 220 blocks of 32), and
 # a [64, 128] tile over 4 warps stays in registers (wider rows take fewer blocks a step).
 _CROSSING_CHUNK = 64
 _CROSSING_WARPS = 4
@@ -348,7 +348,7 @@ def find_or_claim(
         )
         # Once every key is carried in: where each landed, how often it is used, and one index per new id.
         _launch(
-            _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, buckets, n, pending.keys, pending.uses, pending.owner, entry,
+            _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, buckets, n, pending.keys, pending.uses, pending.owner, pending.owner.numel(), entry,
             reps, count, CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
         )
     return slots, buckets, table, entry, out, (reps, count)
@@ -356,7 +356,7 @@ def find_or_claim(
 
 @triton.jit(do_not_specialize=["n"])
 def _locate_kernel(
-    query_ptr, slot_ptr, bucket_ptr, n, pending_ptr, uses_ptr, owner_ptr, entry_ptr, reps_ptr, count_ptr,
+    query_ptr, slot_ptr, bucket_ptr, n, pending_ptr, uses_ptr, owner_ptr, entries, entry_ptr, reps_ptr, count_ptr,
     CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr,
 ):
     """Each absent key's entry in its bucket's pending row (-1: carried past its end), its uses counted, and
@@ -376,8 +376,11 @@ def _locate_kernel(
             entry = tl.where((entry < 0) & (first < CAP), base + first, entry)
         claiming = entry >= 0
         tl.atomic_add(uses_ptr + entry, tl.full([BLOCK], 1, tl.int64), mask=claiming)
-        # Lanes without an entry compare -1 with entry 0's owner (never negative): no swap.
-        old = tl.atomic_cas(owner_ptr + tl.where(claiming, entry, 0), tl.where(claiming, 0, -1).to(tl.int32), (offs + 1).to(tl.int32))
+        # Triton's compare-and-swap takes no mask: lanes without an entry compare -1 with an owner (never
+        # negative), so nothing swaps, each at an entry of its own (all at one entry, they would queue on its
+        # address: a batch of new ids spent a millisecond there).
+        idle = offs % entries
+        old = tl.atomic_cas(owner_ptr + tl.where(claiming, entry, idle), tl.where(claiming, 0, -1).to(tl.int32), (offs + 1).to(tl.int32))
         lead = claiming & (old == 0)
         found = tl.sum(lead.to(tl.int32), axis=0)
         if found > 0:
