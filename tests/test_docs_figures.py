@@ -62,3 +62,24 @@ def test_busy_columns_come_from_the_profiles_sidecars() -> None:
     row = next(line for line in table.splitlines() if line.startswith("| no_caching sgd |"))
     assert f"| {busy['dyn']:.2f} | {busy['trc']:.2f} |" in row
     assert "| 1.99x | — | — |" in next(line for line in table.splitlines() if line.startswith("| gpu sgd |"))
+
+
+def test_repeated_bench_runs_give_min_and_median_of_each_runs_ratio(tmp_path: Path) -> None:
+    tool = _tool()
+
+    def run(dyn_step: float, dyn_first: float) -> dict:
+        result = dict(config="sgd-gpu", dyn_forward_ms=dyn_step / 2, dyn_backward_ms=dyn_step / 2, tbe_forward_ms=0.5,
+                      tbe_backward_ms=0.5, dyn_first_pass_ms=dyn_first, tbe_first_pass_ms=1.0)
+        return {"results": [result]}
+
+    paths = []
+    for i, (step, first) in enumerate([(0.8, 1.5), (1.4, 1.4), (0.7, 2.0)]):
+        paths.append(tmp_path / f"run{i}.json")
+        paths[-1].write_text(json.dumps(run(step, first)))
+    table = tool.bench_runs(files=",".join(map(str, paths)))
+    assert "| sgd-gpu | 3 | 0.70x | 0.80x | 1.40x | 1.50x |" in table
+    no_tbe = run(1.0, 1.0)
+    no_tbe["results"][0]["tbe_forward_ms"] = None
+    (tmp_path / "dyn_only.json").write_text(json.dumps(no_tbe))
+    with pytest.raises(tool.FigureError, match="has no TBE timing"):
+        tool.bench_runs(files=str(tmp_path / "dyn_only.json"))

@@ -18,6 +18,7 @@ import argparse
 import csv
 import json
 import re
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -142,6 +143,24 @@ def bench_tables(file: str) -> str:
     return _table(["config", "dyn fwd", "dyn bwd", "TBE fwd", "TBE bwd", "train x", "dyn 1st", "TBE 1st", "1st x"], rows)
 
 
+def bench_runs(files: str) -> str:
+    """Several runs of ``bench_tables.py`` (comma-separated records): per config, dyn / TBE of train and of
+    the first pass, each ratio taken within one run, as min and median over the runs."""
+    ratios: dict[str, dict[str, list[float]]] = {}
+    for path in files.split(","):
+        for r in _bench(path)["results"]:
+            if r["tbe_forward_ms"] is None:
+                raise FigureError(f"{path}: {r['config']} has no TBE timing")
+            train = (r["dyn_forward_ms"] + r["dyn_backward_ms"]) / (r["tbe_forward_ms"] + r["tbe_backward_ms"])
+            first = r["dyn_first_pass_ms"] / r["tbe_first_pass_ms"]
+            config = ratios.setdefault(r["config"], {"train": [], "first": []})
+            config["train"].append(train)
+            config["first"].append(first)
+    rows = [[name, str(len(r["train"])), *(f"{f(r[k]):.2f}x" for k in ("train", "first") for f in (min, statistics.median))]
+            for name, r in ratios.items()]
+    return _table(["config", "runs", "train x min", "train x median", "1st x min", "1st x median"], rows)
+
+
 def host_traffic(file: str) -> str:
     """Host-row bytes per training step over its time, against the pinned copy peaks the same run measured."""
     data = _bench(file)
@@ -234,6 +253,7 @@ TABLES: dict[str, Callable[..., str]] = {
     "suite-ratios": suite_ratios,
     "suite-eval": suite_eval,
     "bench-tables": bench_tables,
+    "bench-runs": bench_runs,
     "host-traffic": host_traffic,
     "per-op": per_op,
 }

@@ -11,9 +11,11 @@
 #   profile        the workflow's per-op CSVs (nsys) of the configs in PROFILE_LABELS
 #                  (default: sgd no_caching and adam no_hbm) -> results-profile.tgz
 #   bisect         the dynemb suites with each of PATCHES alone (bisect_patches.sh; default: the
-#                  first pass's three parts, examples/records/first_pass/patches/[123]-*.patch,
-#                  some 110 s each) -> bisect/<patch>.log
-# With no STEP, all of them but bisect, in this order. A step's failure is reported and the others still run.
+#                  patches waiting in examples/records/first_pass/patches/, some 110 s each)
+#                  -> bisect/<patch>.log
+#   sanitize       the engine's CUDA tests under compute-sanitizer's initcheck and memcheck, the
+#                  caching allocator off (sanitize.sh; TESTS, TOOLS) -> sanitize/<tool>.log
+# With no STEP, all of them but bisect and sanitize, in this order. A step's failure is reported and the others still run.
 set -uo pipefail
 out=${1:-gpu-check}
 shift || true
@@ -53,7 +55,8 @@ for name in "${steps[@]}"; do
             tar czf "$out/results-profile.tgz" --exclude='results/traces' --exclude='results/sqlite' results 2>/dev/null ;;
         bisect)
             # shellcheck disable=SC2086  # PATCHES is a glob
-            step bisect bash tools/gpu_host/bisect_patches.sh "$out/bisect" ${PATCHES:-examples/records/first_pass/patches/[123]-*.patch} ;;
+            step bisect bash tools/gpu_host/bisect_patches.sh "$out/bisect" ${PATCHES:-examples/records/first_pass/patches/*.patch} ;;
+        sanitize) step sanitize bash tools/gpu_host/sanitize.sh "$out/sanitize" ;;
         *) echo "check_cuda: unknown step $name" >&2; status=1 ;;
     esac
 done

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# On the GPU host (no install needed): the engine's CUDA tests with 2-plan-slots.patch applied,
+# each way in a copy of its own, to tell a race with the host from a wrong kernel:
+#   plain          as the suite runs them
+#   blocking       CUDA_LAUNCH_BLOCKING=1 (each launch waits for the GPU)
+#   nocaching      PYTORCH_NO_CUDA_MEMORY_CACHING=1 (every free a cudaFree, which synchronises)
+#   nolaunchcache  every launch through Triton's own path (dynemb's launch cache off)
+#   bash examples/records/first_pass/race.sh OUT            # plain first, then the others at once
+#   SEQUENTIAL=1 bash examples/records/first_pass/race.sh OUT  # plain twice, then one after another
+out=${1:?usage: race.sh OUT}; mkdir -p "$out"; here=$PWD
+patch=examples/records/first_pass/patches/2-plan-slots.patch
+copy() {
+    local d; d=$(mktemp -d "/tmp/race-$1.XXXX")
+    tar cf - --exclude=./.git --exclude=./.devcarry --exclude=./examples --exclude=./results . | tar xf - -C "$d"
+    git -C "$d" apply --recount "$here/$patch" || echo "race.sh: $patch does not apply" >&2
+    echo "$d"
+}
+tests() {  # tests NAME ENV...
+    local name=$1; shift; local d; d=$(copy "$name")
+    [ "${name%[0-9]}" != nolaunchcache ] || sed -i 's/compiled = _COMPILED.get(key)/compiled = None/' "$d/src/dynemb/kernels/triton_ops.py"
+    (cd "$d" && env "$@" PYTHONPATH="$d/src" timeout 150 python3 -m pytest -q -p no:cacheprovider -o timeout=0 tests/test_dynemb_engine.py -k cuda) > "$out/$name.log" 2>&1
+    echo "$name: $(tail -n 1 "$out/$name.log")"
+    rm -rf "$d"
+}
+if [ -n "${SEQUENTIAL:-}" ]; then
+    tests plain X=1; tests plain2 X=1
+    tests blocking CUDA_LAUNCH_BLOCKING=1; tests nocaching PYTORCH_NO_CUDA_MEMORY_CACHING=1; tests nolaunchcache X=1
+else
+    tests plain X=1
+    tests blocking CUDA_LAUNCH_BLOCKING=1 & tests nocaching PYTORCH_NO_CUDA_MEMORY_CACHING=1 & tests nolaunchcache X=1 &
+    wait
+fi
