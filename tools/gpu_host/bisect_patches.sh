@@ -9,20 +9,11 @@ out=${1:?usage: bisect_patches.sh OUT PATCH...}
 shift
 [ $# -gt 0 ] || { echo "bisect_patches.sh: no patch given" >&2; exit 2; }
 mkdir -p "$out"
-here=$PWD
 tests=${TESTS:-tests/test_dynemb_*.py}
 for patch in "$@"; do
     name=$(basename "$patch" .patch)
-    tree=$(mktemp -d "${TMPDIR:-/tmp}/bisect-$name.XXXX")
-    tar cf - --exclude=./.git --exclude=./.venv --exclude=./.devcarry --exclude=./examples --exclude=./results --exclude=./.snakemake . | tar xf - -C "$tree"
-    if command -v patch > /dev/null; then
-        apply=(patch -d "$tree" -p1 --quiet --forward -i "$here/$patch")
-    else  # git apply works outside a repository too
-        apply=(git -C "$tree" apply --recount "$here/$patch")
-    fi
-    if ! "${apply[@]}" > "$out/$name.log" 2>&1; then
+    if ! tree=$(bash tools/gpu_host/patched_copy.sh "$patch" 2> "$out/$name.log"); then
         echo "$name: does not apply"
-        rm -rf "$tree"
         continue
     fi
     # shellcheck disable=SC2086  # $tests is a glob, expanded in the copy

@@ -16,12 +16,8 @@ sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sani
 [ -n "$sanitizer" ] || { echo "sanitize.sh: no compute-sanitizer on this host" >&2; exit 2; }
 tree=$PWD
 if [ $# -gt 0 ]; then
-    tree=$(mktemp -d "${TMPDIR:-/tmp}/sanitize.XXXX")
+    tree=$(bash tools/gpu_host/patched_copy.sh "$@") || exit 2
     trap 'rm -rf "$tree"' EXIT
-    tar cf - --exclude=./.git --exclude=./.venv --exclude=./.devcarry --exclude=./examples --exclude=./results --exclude=./.snakemake . | tar xf - -C "$tree"
-    for patch in "$@"; do
-        git -C "$tree" apply --recount "$PWD/$patch" || { echo "sanitize.sh: $patch does not apply" >&2; exit 2; }
-    done
 fi
 tests=${TESTS:-tests/test_dynemb_engine.py -k cuda}
 status=0

@@ -10,16 +10,10 @@
 #   SEQUENTIAL=1 bash examples/records/first_pass/race.sh OUT  # plain twice, then one after another
 #   COLD=1 bash examples/records/first_pass/race.sh OUT        # each run compiles its kernels afresh (an empty
 #                                                              # TRITON_CACHE_DIR): plain, nogc, blocking, plain
-out=${1:?usage: race.sh OUT}; mkdir -p "$out"; here=$PWD
+out=${1:?usage: race.sh OUT}; mkdir -p "$out"
 patch=examples/records/first_pass/patches/2-plan-slots.patch
-copy() {
-    local d; d=$(mktemp -d "/tmp/race-$1.XXXX")
-    tar cf - --exclude=./.git --exclude=./.devcarry --exclude=./examples --exclude=./results . | tar xf - -C "$d"
-    git -C "$d" apply --recount "$here/$patch" || echo "race.sh: $patch does not apply" >&2
-    echo "$d"
-}
 tests() {  # tests NAME ENV...
-    local name=$1; shift; local d; d=$(copy "$name")
+    local name=$1; shift; local d; d=$(bash tools/gpu_host/patched_copy.sh "$patch") || return
     [ "${name%[0-9]}" != nolaunchcache ] || sed -i 's/compiled = _COMPILED.get(key)/compiled = None/' "$d/src/dynemb/kernels/triton_ops.py"
     local python=(python3 -m pytest)
     [ "${name%[0-9]}" != nogc ] || python=(python3 -c "import gc, sys, pytest; gc.disable(); sys.exit(pytest.main(sys.argv[1:]))")
