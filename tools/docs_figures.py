@@ -130,13 +130,17 @@ def _bench(path: str) -> dict:
         raise FigureError(f"{path}: {error}") from None
 
 
+def _step_ms(result: dict, backend: str) -> float | None:
+    """A ``bench_tables.py`` result's train ms per step (forward + backward) of ``backend``; None if it did not run."""
+    forward = result[f"{backend}_forward_ms"]
+    return None if forward is None else forward + result[f"{backend}_backward_ms"]
+
+
 def bench_tables(file: str) -> str:
     """``benchmarks/bench_tables.py``'s record: ms per phase, the train ratio, the first pass."""
     rows = []
     for r in _bench(file)["results"]:
-        dyn, tbe = r["dyn_forward_ms"] + r["dyn_backward_ms"], None
-        if r["tbe_forward_ms"] is not None:
-            tbe = r["tbe_forward_ms"] + r["tbe_backward_ms"]
+        dyn, tbe = _step_ms(r, "dyn"), _step_ms(r, "tbe")
         rows.append([r["config"], *(_ms(r[k], 3) for k in ("dyn_forward_ms", "dyn_backward_ms", "tbe_forward_ms", "tbe_backward_ms")),
                      _ratio(dyn, tbe), _ms(r["dyn_first_pass_ms"], 3), _ms(r["tbe_first_pass_ms"], 3),
                      _ratio(r["dyn_first_pass_ms"], r["tbe_first_pass_ms"])])
@@ -149,13 +153,12 @@ def bench_runs(files: str) -> str:
     ratios: dict[str, dict[str, list[float]]] = {}
     for path in files.split(","):
         for r in _bench(path)["results"]:
-            if r["tbe_forward_ms"] is None:
+            tbe = _step_ms(r, "tbe")
+            if tbe is None:
                 raise FigureError(f"{path}: {r['config']} has no TBE timing")
-            train = (r["dyn_forward_ms"] + r["dyn_backward_ms"]) / (r["tbe_forward_ms"] + r["tbe_backward_ms"])
-            first = r["dyn_first_pass_ms"] / r["tbe_first_pass_ms"]
             config = ratios.setdefault(r["config"], {"train": [], "first": []})
-            config["train"].append(train)
-            config["first"].append(first)
+            config["train"].append(_step_ms(r, "dyn") / tbe)
+            config["first"].append(r["dyn_first_pass_ms"] / r["tbe_first_pass_ms"])
     rows = [[name, str(len(r["train"])), *(f"{f(r[k]):.2f}x" for k in ("train", "first") for f in (min, statistics.median))]
             for name, r in ratios.items()]
     return _table(["config", "runs", "train x min", "train x median", "1st x min", "1st x median"], rows)

@@ -29,7 +29,7 @@ for tool in ${TOOLS:-initcheck memcheck}; do
         python3 -m pytest -q -p no:cacheprovider -o timeout=0 $tests) > "$log" 2>&1
     rc=$?
     [ $rc -eq 0 ] || status=1
-    summary=$(grep -E "passed|failed|error" "$log" | grep -v "^=========$" | tail -n 1)
+    summary=$(grep -v "ERROR SUMMARY" "$log" | grep -E "[0-9]+ (passed|failed|error)" | tail -n 1)
     echo "$tool: rc=$rc; $summary; $(grep -E "ERROR SUMMARY" "$log" | tail -n 1)"
 done
 exit $status
