@@ -7,10 +7,13 @@ One iteration holds 10,000 kernels launched from the main thread (6,000 under
 inside a helper range inside the op; 3,000 of the baseline, each in a
 per-launch range inside an ``aten::`` range, under no op; 2 memcpys) and
 1,000 kernels launched from a second thread while the main thread is inside
-ops (as PyTorch's autograd engine does), so 100 iterations give 1M kernels.
+ops, as PyTorch's autograd engine does: that thread holds no config,
+iteration, backend or phase of its own, only a stage and an op, each launch in
+a per-launch range inside the op, and its kernels take the main thread's
+context. 100 iterations give 1M kernels.
 
 ``--names few``: every per-launch range is called ``launch``. ``--names many``:
-the per-launch ranges inside ops and the second thread's ranges are named as
+the per-launch ranges inside ops, on both threads, are named as
 PyTorch names its per-launch ranges, ``aten::<op>, seq = <n>`` with a new
 ``n`` each time: about 700,000 distinct names at 100 iterations.
 
@@ -88,10 +91,12 @@ class Template:
         self._pop()
         self._pop()
         side = np.linspace(dyn_start + SLOT_NS // 2, dyn_end - SLOT_NS, side_per_iter).astype(np.int64)
+        self.ranges.append([dyn_start + 1, dyn_end - 1, "DynamicEmbeddingFunction.backward", SIDE_TID])
+        self.ranges.append([dyn_start + 2, dyn_end - 2, "op:reduce_grads", SIDE_TID])
         for s in side.tolist():
             self.launches.append((s, SIDE_TID, "side_stream_kernel", 0))
-            if many:
-                self.ranges.append([s - 5, s + 5, f"autograd::engine::evaluate_function: MulBackward0, {SEQ}", SIDE_TID])
+            self.ranges.append([s - 5, s + 5, f"autograd::engine::evaluate_function: MulBackward0, {SEQ}"
+                                if many else "launch", SIDE_TID])
         self.launches.sort()
         self.length = self._t + 10 * SLOT_NS
 

@@ -440,8 +440,9 @@ _ENCLOSING = """
 """
 
 
-def test_backward_counts_only_kernels_launched_on_the_range_thread():
-    """Real H200 trace: `backward` ran with autograd multithreading off, `backward_mt` with it on."""
+def test_backward_counts_only_kernels_launched_in_a_whole_context():
+    """Real H200 trace: `backward` ran with autograd multithreading off, `backward_mt` with it on.
+    `backward_mt` is no phase, so no thread holds a whole context there: its worker's kernels are not counted."""
     (result,) = run_breakdown([TBE_THREADS]).values()
     rows = result.rows
     backward_kernels = _sql(TBE_THREADS, _ENCLOSING.format(phase="backward"))[0][0]
@@ -453,6 +454,71 @@ def test_backward_counts_only_kernels_launched_on_the_range_thread():
     counted = rows.loc[(rows["phase"] == "backward") & (rows["op"] != "memset"), "calls_per_iter"].sum()
     assert counted * result.num_iters == backward_kernels
     assert set(rows["phase"]) == {"forward", "backward"}
+
+
+def test_autograd_worker_kernels_take_the_main_threads_context(tmp_path):
+    """The same real trace with `backward_mt` named `backward`: the CUDA backward that PyTorch's engine
+    launched from its worker thread (no ranges of its own) takes the context the main thread holds."""
+    trace = _edit(_copy(tmp_path, TBE_THREADS, "mt.sqlite"),
+                  "UPDATE StringIds SET value = 'backward' WHERE value = 'backward_mt'",
+                  "UPDATE NVTX_EVENTS SET text = 'backward' WHERE text = 'backward_mt'")
+    (result,) = run_breakdown([trace]).values()
+    assert_matches({TBE_LABEL: result}, expected([raw_from_sqlite(trace)], "default", CATS.of))
+    rows = result.rows
+    # every kernel launched, on any thread of the process, while a main-thread `backward` was open
+    in_backward = _sql(trace, """
+        SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+        WHERE EXISTS (
+            SELECT 1 FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+            WHERE n.eventType = 59 AND coalesce(n.domainId, 0) = 0
+              AND n.globalTid / 16777216 = r.globalTid / 16777216
+              AND coalesce(s.value, n.text) = 'backward' AND n.start <= r.start AND r.start < n.end)""")[0][0]
+    worker_launched = _sql(trace, """
+        SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId
+        WHERE r.globalTid NOT IN (SELECT globalTid FROM NVTX_EVENTS WHERE eventType = 59)""")[0][0]
+    counted = rows.loc[(rows["phase"] == "backward") & (rows["op"] != "memset"), "calls_per_iter"].sum()
+    assert worker_launched > 0
+    assert counted * result.num_iters == in_backward
+    assert result.dropped_ambiguous == 0
+
+
+def test_kineto_ranges_split_across_threads(tmp_path):
+    """A torch profiler trace keeps each thread's annotations apart too: the autograd thread's op takes
+    the main thread's context, and where a second thread holds another context nothing is counted."""
+    main, grad, rival = 11, 12, 13
+
+    def span(tid: int, name: str, ts: float, dur: float) -> dict:
+        return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 7, "tid": tid, "ts": ts, "dur": dur}
+
+    def launch(tid: int, ts: float, corr: int, kernel: str, at: float) -> list[dict]:
+        return [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 7, "tid": tid, "ts": ts,
+                 "dur": 1, "args": {"correlation": corr}},
+                {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": at, "dur": 5,
+                 "args": {"correlation": corr}}]
+
+    events = [
+        span(main, LABEL, 0, 200), span(main, "nsys_iter_0", 1, 190), span(main, "dyn", 2, 180),
+        span(main, "forward", 3, 20), span(main, "backward", 30, 150),
+        span(grad, "DynamicEmbeddingFunction.backward", 40, 100), span(grad, "op:reduce_grads", 41, 30),
+        span(rival, "T4_totalB16_D8_adam_caching_pool=sum_cap=2K", 100, 20), span(rival, "nsys_iter_0", 100, 20),
+        span(rival, "trc", 100, 20),
+        span(rival, "forward", 100, 20),
+        *launch(main, 5, 1, "gather_kernel", 300), *launch(grad, 42, 2, "reduce_kernel", 310),
+        *launch(grad, 80, 3, "update_kernel", 320), *launch(grad, 105, 4, "clashing_kernel", 330),
+    ]
+    trace = tmp_path / "split.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    ambiguous: list[int] = []
+    want = expected([raw_from_kineto(trace)], "default", CATS.of, ambiguous)
+    (result,) = run_breakdown([trace]).values()
+    assert_matches({LABEL: result}, {k: v for k, v in want.items() if v.rows})
+    rows = result.rows.set_index(["phase", "parent_stages", "op"])
+    assert rows.loc[("backward", "DynamicEmbeddingFunction.backward", "reduce_grads"), "calls_per_iter"] == 1
+    assert rows.loc[("backward", "DynamicEmbeddingFunction.backward", "update_kernel"), "calls_per_iter"] == 1
+    assert "clashing_kernel" not in set(result.rows["op"])
+    assert result.dropped_ambiguous == ambiguous[0] == 1
 
 
 @pytest.mark.parametrize("device_lag_ns", [0, 50_000_000])

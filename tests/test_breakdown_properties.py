@@ -1,7 +1,9 @@
 """Property tests: random traces in the real export schema against the brute-force reference.
 
 Random nesting on several threads of two processes (whose correlation ids
-overlap: the join must stay within a process), CUDA graphs (several kernels
+overlap: the join must stay within a process), threads that open no context
+of their own (as PyTorch's autograd thread: their work takes the context the
+process's other threads hold, or none where those disagree), CUDA graphs (several kernels
 under one launch), orphan kernels with no runtime row, copies and memsets,
 ranges of another NVTX domain and start/end ranges that must be ignored,
 equal timestamps everywhere.
@@ -30,7 +32,9 @@ KERNELS = ("gather_kernel", "DeviceRadixSortOnesweepKernel", "my_unwrapped_kerne
 CATS = load_categories()
 
 
-def _layout_name(rng: np.random.Generator, depth: int, follow: float) -> str:
+def _layout_name(rng: np.random.Generator, depth: int, follow: float, bare: bool) -> str:
+    if bare:  # a thread that opens no context: stages and ops only
+        return str(rng.choice([*STAGES, *OPS, "internal"]))
     pool = [*LABELS, "nsys_iter_0", "nsys_iter_1", "dyn", "trc", "forward", "backward", *STAGES, *OPS, "internal"]
     if rng.random() > follow:
         return str(rng.choice(pool))
@@ -50,6 +54,7 @@ def build(path: Path, seed: int, n_threads: int, steps: int, follow: float, in_s
     for th in range(n_threads):
         pid = PIDS[th % 2]
         gtid = pid + 100 + th
+        bare = th >= 2 and rng.random() < 0.5
         t = int(rng.integers(0, 20))
         stack: list[int] = []
         for _ in range(steps):
@@ -57,7 +62,7 @@ def build(path: Path, seed: int, n_threads: int, steps: int, follow: float, in_s
             action = rng.choice(["push", "pop", "launch"], p=[0.35, 0.25, 0.4])
             if action == "push":
                 stack.append(len(nvtx))
-                nvtx.append([t, None, 59, _layout_name(rng, len(stack) - 1, follow), gtid, 0])
+                nvtx.append([t, None, 59, _layout_name(rng, len(stack) - 1, follow, bare), gtid, 0])
                 if rng.random() < 0.1:  # CCCL's domain and a start/end range: both ignored
                     nvtx.append([t, t + 5, 59, "cub::DeviceRadixSort", gtid, 1])
                     nvtx.append([t, t + 50, 60, "op:not_a_stack_range", gtid, 0])
@@ -108,7 +113,7 @@ def build(path: Path, seed: int, n_threads: int, steps: int, follow: float, in_s
 # What `build` is asked for: the random traces of every test that breaks exports down.
 TRACES = {
     "seed": st.integers(0, 2**32 - 1),
-    "n_threads": st.integers(1, 4),
+    "n_threads": st.integers(1, 5),
     "steps": st.integers(1, 80),
     "follow": st.sampled_from([0.7, 0.95, 1.0]),
 }
@@ -121,7 +126,8 @@ def test_random_traces_match_reference(tmp_path, seed, n_threads, steps, follow)
     build(path, seed, n_threads, steps, follow)
     raw = raw_from_sqlite(path)
     for layout in ("default", "any"):
-        want = expected([raw], layout, CATS.of)
+        ambiguous: list[int] = []
+        want = expected([raw], layout, CATS.of, ambiguous)
         if not want or all(not e.rows for e in want.values()):
             with pytest.raises(TraceError):
                 run_breakdown([path], layout=layout)
@@ -130,6 +136,7 @@ def test_random_traces_match_reference(tmp_path, seed, n_threads, steps, follow)
         assert_matches(got, {k: v for k, v in want.items() if v.rows})
         for lb in got.values():
             assert lb.dropped_unlaunched == raw.dropped
+            assert lb.dropped_ambiguous == ambiguous[0]
 
 
 @settings(max_examples=60, deadline=None)

@@ -3,7 +3,9 @@
 It reads raw rows its own way (SQL joins in SQLite; plain ``json`` for
 Kineto) and applies the attribution rule literally, one work item at a time:
 collect every range on the launching thread that holds the launch time,
-order them outer to inner, classify. The tests compare the library against
+order them outer to inner, classify; where they lack a whole context (config,
+iteration, backend, phase), ask every other thread of the process the same
+question and take the one context they give, none where two differ. The tests compare the library against
 it; the tests in this file check the reference itself on cases small enough
 to work out by hand.
 """
@@ -58,6 +60,11 @@ def _kind(name: str) -> str:
     if name.startswith("op:"):
         return "op"
     return "other"
+
+
+def process_of(thread) -> object:
+    """The process of a thread key: an export's globalTid holds its pid above bit 24; a Kineto key is 'pid/tid'."""
+    return thread.split("/")[0] if isinstance(thread, str) else thread // 16777216
 
 
 def _stem(path: Path) -> str:
@@ -185,8 +192,12 @@ def demangled_to_short(name: str) -> str:
     return base[cut:].replace(":", "") or name
 
 
-def expected(raws: list[Raw], layout: str, category_of) -> dict[str, Expected]:
+def expected(raws: list[Raw], layout: str, category_of, ambiguous: list[int] | None = None) -> dict[str, Expected]:
+    """Per label, what the breakdown must give; ``ambiguous`` (when given) receives, per trace, the work
+    dropped because the other threads of its process disagreed on its context."""
     out: dict[str, Expected] = defaultdict(Expected)
+    ambiguous = ambiguous if ambiguous is not None else []
+    ambiguous[:] = [0] * len(raws)
     before: dict[str, int] = defaultdict(int)  # a label's iterations in earlier traces with its work
     for trace_no, raw in enumerate(raws):
         by_thread = defaultdict(list)
@@ -228,6 +239,19 @@ def expected(raws: list[Raw], layout: str, category_of) -> dict[str, Expected]:
             iteration_of.update({(t, i): k for k, (_, t, i) in enumerate(sorted(starts, key=lambda x: x[0]))})
         worked = set()
 
+        def context_at(thread, time, held_at=held_at, arrays=arrays, iteration_of=iteration_of):
+            """(label, iteration, backend, phase) that the thread's own ranges give at ``time``, or None."""
+            held = held_at(thread, time)
+            chain = [arrays[thread][3][i] for i in held]
+            kinds = [_kind(n) for n in chain]
+            found = {k: [n for n, kk in zip(chain, kinds, strict=False) if kk == k] for k in ("config", "iter", "backend", "phase")}
+            if not all(found.values()):
+                return None
+            last = {k: max(i for i, kk in enumerate(kinds) if kk == k) for k in ("config", "iter")}
+            if last["config"] > last["iter"]:  # an iteration counts inside its own config only
+                return None
+            return found["config"][-1], iteration_of[(thread, held[last["iter"]])], found["backend"][-1], found["phase"][-1]
+
         for thread, launch, start, end, short, is_kernel in raw.work:
             held = held_at(thread, launch)
             chain = [arrays[thread][3][i] for i in held]
@@ -237,14 +261,16 @@ def expected(raws: list[Raw], layout: str, category_of) -> dict[str, Expected]:
                 iteration = 0
             else:
                 kinds = [_kind(n) for n in chain]
-                found = {k: [n for n, kk in zip(chain, kinds, strict=False) if kk == k] for k in ("config", "iter", "backend", "phase")}
-                if not all(found.values()):
-                    continue
-                last = {k: max(i for i, kk in enumerate(kinds) if kk == k) for k in ("config", "iter")}
-                if last["config"] > last["iter"]:  # an iteration counts inside its own config only
-                    continue
-                label, backend, phase = found["config"][-1], found["backend"][-1], found["phase"][-1]
-                iteration = iteration_of[(thread, held[last["iter"]])]
+                context = context_at(thread, launch)
+                if context is None:  # the process's other threads say, if they agree
+                    theirs = {context_at(u, launch) for u in arrays if u != thread and process_of(u) == process_of(thread)}
+                    theirs.discard(None)
+                    if len(theirs) > 1:
+                        ambiguous[trace_no] += 1
+                    if len(theirs) != 1:
+                        continue
+                    context = theirs.pop()
+                label, iteration, backend, phase = context
             kept = [(i, n) for i, (n, k) in enumerate(zip(chain, kinds, strict=False)) if k in ("other", "op")]
             ops = [i for i, k in enumerate(kinds) if k == "op"]
             if is_kernel and ops:
@@ -329,7 +355,7 @@ def test_reference_rule_by_hand():
         (1, 25, 1010, 1030, "k2", True),    # op:outer only -> op outer, stages stageA
         (1, 35, 1020, 1025, "k3", True),    # no op -> fallback under forward
         (1, 8, 1040, 1041, "memset", False),  # own row, op as innermost stage
-        (2, 7, 1100, 1200, "k4", True),     # other thread: no config -> not counted
+        (2, 7, 1100, 1200, "k4", True),     # other thread, no context: thread 1's, stages its own
         (1, 60, 1300, 1400, "k5", True),    # outside the iteration
     ]
     got = expected([Raw(ranges, work, stem="x")], "default", lambda n: "cat")[label]
@@ -339,9 +365,10 @@ def test_reference_rule_by_hand():
         ("dyn", "forward", "stageA", "outer", ""): [1, 20, {"k2"}],
         ("dyn", "forward", "", "k3", "cat"): [1, 5, {"k3"}],
         ("dyn", "forward", "stageA/op:outer/op:inner", "memset", "cat"): [1, 1, {"memset"}],
+        ("dyn", "forward", "other-thread", "k4", "cat"): [1, 100, {"k4"}],
     }
     assert got.per_iter[("dyn", "forward", "stageA", "outer", "")] == {0: 20}
-    assert union_ns(got.busy[("dyn", 0)]) == 10 + 20 + 1  # k3 [1020,1025) lies inside k2 [1010,1030)
+    assert union_ns(got.busy[("dyn", 0)]) == 10 + 20 + 1 + 100  # k3 [1020,1025) lies inside k2 [1010,1030)
 
 
 def test_reference_short_names_agree_with_nsys():
@@ -351,3 +378,31 @@ def test_reference_short_names_agree_with_nsys():
         "JOIN StringIds d ON d.id = k.demangledName"
     ).fetchall()
     assert pairs and all(demangled_to_short(d) == s for s, d in pairs)
+
+
+def test_reference_cross_thread_rule_by_hand():
+    """The autograd thread's ops take the main thread's context; two threads that disagree give none;
+    a thread of another process lends nothing."""
+    label = "T1_totalB2_D4_sgd_gpu_pool=none_cap=1K"
+    main, grad, rival, other_process = 1, 2, 3, 1 + 16777216
+    ranges = [
+        (main, 0, 100, label), (main, 0, 50, "nsys_iter_0"), (main, 1, 49, "dyn"), (main, 20, 48, "backward"),
+        (grad, 21, 40, "DynamicEmbeddingFunction.backward"), (grad, 22, 30, "op:reduce_grads"),
+        (rival, 35, 45, label), (rival, 35, 45, "nsys_iter_1"), (rival, 35, 45, "trc"), (rival, 35, 45, "forward"),
+        (other_process, 0, 100, "op:elsewhere"),
+    ]
+    work = [
+        (grad, 23, 1000, 1010, "k1", True),   # op reduce_grads in dyn/backward of iteration 0
+        (grad, 32, 1010, 1015, "k2", True),   # no op: its kernel name, stage from its own thread
+        (grad, 36, 1020, 1030, "k3", True),   # main says dyn/backward, rival says trc/forward: dropped
+        (grad, 46, 1030, 1031, "k4", True),   # only main holds a context (rival's has ended)
+        (other_process, 23, 1040, 1050, "k5", True),  # another process: no context to take
+    ]
+    ambiguous: list[int] = []
+    want = expected([Raw(ranges, work, stem="x")], "default", lambda n: "cat", ambiguous)
+    assert dict(want[label].rows) == {
+        ("dyn", "backward", "DynamicEmbeddingFunction.backward", "reduce_grads", ""): [1, 10, {"k1"}],
+        ("dyn", "backward", "DynamicEmbeddingFunction.backward", "k2", "cat"): [1, 5, {"k2"}],
+        ("dyn", "backward", "", "k4", "cat"): [1, 1, {"k4"}],
+    }
+    assert ambiguous == [1]

@@ -51,6 +51,10 @@ def run(args: argparse.Namespace) -> None:
         if lb.dropped_unlaunched:
             print(f"breakdown: {lb.label}: dropped {lb.dropped_unlaunched} kernel/copy record(s) with no "
                   "runtime call (launched outside the capture window)", file=sys.stderr)
+        if lb.dropped_ambiguous:
+            print(f"breakdown: {lb.label}: dropped {lb.dropped_ambiguous} kernel/copy record(s) launched on a "
+                  "thread without a context of its own while other threads of its process held different "
+                  "ones (docs/DESIGN.md, \"Attribution rule\")", file=sys.stderr)
     for path, lb in zip(written, results.values(), strict=True):
         busy = ", ".join(f"{b} {ms:.3f}" for b, ms in lb.busy_ms_per_iter.items())
         print(f"{path}: {lb.n_rows} rows, {lb.num_iters} iteration(s), busy ms/iter: {busy} ({lb.time_source})")

@@ -23,7 +23,7 @@ from .errors import TraceError
 from .layouts import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
 from .model import KIND_KERNEL, TraceSource
 from .names import memory_kind_name
-from .sweep import Contexts, OutOfOrder, sweep
+from .sweep import BACKEND_SLOTS, Contexts, OutOfOrder, sweep
 from .workpass import WorkTotals, sum_work
 
 # Rows per chunk of a stream: memory is a few chunks, whatever the trace's length.
@@ -67,6 +67,9 @@ class Attributed:
     # (label, backend) -> within its spans, the time between its first and last counted device work
     # when none of it ran (each span's window of counted work, summed, less the busy time)
     idle_ns: dict[tuple[str, str], int] = field(default_factory=dict)
+    # work launched on a thread without a context of its own while its process's other threads
+    # held different ones: not counted (DESIGN.md, "Attribution rule")
+    dropped_ambiguous: int = 0
 
 
 def attribute(source: TraceSource, layout: str = "default", chunk_rows: int | None = CHUNK_ROWS) -> Attributed:
@@ -91,13 +94,14 @@ def attribute(source: TraceSource, layout: str = "default", chunk_rows: int | No
         raise TraceError(source.path, "no work launched inside config/nsys_iter_<i>/dyn|trc/forward|backward ranges")
     labels = list(ctx.labels.strings) if layout == "default" else [trace_stem(source.path)] * len(ctx.labels)
     backends, phases = (BACKENDS, PHASES) if layout == "default" else ((ANY_BACKEND,), (ANY_PHASE,))
-    busy = {(labels[key // 2], backends[key % 2]): ns for key, ns in work.busy_ns.items()}
+    busy = {(labels[key // BACKEND_SLOTS], backends[key % BACKEND_SLOTS]): ns for key, ns in work.busy_ns.items()}
     iterations = ({labels[i]: n for i, n in ctx.iterations.items()} if layout == "default"
                   else {trace_stem(source.path): 1})
     return Attributed(
         groups=_groups(source, ctx, work, labels, backends, phases),
         busy_ns=busy, iterations=iterations, range_ns=_range_ns(ctx, work, labels),
         dropped_unlaunched=work.dropped, idle_ns=_idle_ns(ctx, work, labels, busy),
+        dropped_ambiguous=work.ambiguous,
     )
 
 

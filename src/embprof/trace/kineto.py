@@ -160,7 +160,9 @@ class KinetoSource:
         self.path = path
         df = _frame(path, _load_events(path))
         ann = df[df["cat"] == "user_annotation"]
-        self._ranges = RangeRows(thread=ann["thread"].to_numpy(), start=ann["start"].to_numpy(),
+        # One trace, one process: its calls and ranges share process key 0.
+        self._ranges = RangeRows(thread=ann["thread"].to_numpy(), process=np.zeros(len(ann), np.int64),
+                                 start=ann["start"].to_numpy(),
                                  end=ann["end"].to_numpy(), names=pa.array(ann["name"].astype(str).tolist(), pa.string()))
         gpu = df[df["cat"].isin(list(_WORK_KIND))]
         if len(gpu):

@@ -29,9 +29,11 @@ TIME_CPU_LEAF = "cpu-leaf-ops"
 
 @dataclass
 class RangeRows:
-    """Push/pop ranges of the default domain: thread key, [start, end) in ns (end -1: never closed), name."""
+    """Push/pop ranges of the default domain: thread key, the process key of that thread (as
+    :class:`CallRows` keys it), [start, end) in ns (end -1: never closed), name."""
 
     thread: np.ndarray
+    process: np.ndarray
     start: np.ndarray
     end: np.ndarray
     names: pa.Array  # one string per row

@@ -235,7 +235,8 @@ class NsysSource:
                 at = np.arange(len(names), dtype=np.int64)
                 at[by_id] = len(names) + np.arange(len(by_id))
                 names = take(pa.concat_arrays([names, self._strings_of(ids)]), at)
-            yield RangeRows(thread=int_column(batch, 2), start=start, end=end, names=names)
+            thread = int_column(batch, 2)
+            yield RangeRows(thread=thread, process=thread & PID_MASK, start=start, end=end, names=names)
 
     def _strings_of(self, ids: np.ndarray) -> pa.Array:
         """Each id's StringIds value ('' for an unknown id), fetched once per distinct id."""

@@ -36,6 +36,7 @@ class LabelBreakdown:
     range_ms_per_iter: dict[str, float] = field(default_factory=dict)
     traces: list[str] = field(default_factory=list)
     dropped_unlaunched: int = 0
+    dropped_ambiguous: int = 0
     idle_ms_per_iter: dict[str, float] = field(default_factory=dict)
     top_kernels: dict[str, list[dict]] = field(default_factory=dict)
 
@@ -61,6 +62,7 @@ class LabelBreakdown:
             "idle_ms_per_iter": self.idle_ms_per_iter,
             "top_kernels": self.top_kernels,
             "dropped_unlaunched": self.dropped_unlaunched,
+            "dropped_ambiguous": self.dropped_ambiguous,
             "traces": self.traces,
         }
 
@@ -93,6 +95,7 @@ def merge_traces(traces: list[_Trace], cats: Categories) -> dict[str, LabelBreak
             time_source="+".join(sorted({t.time_source for t in contributing})),
             traces=[t.path for t in contributing],
             dropped_unlaunched=sum(t.attributed.dropped_unlaunched for t in contributing),
+            dropped_ambiguous=sum(t.attributed.dropped_ambiguous for t in contributing),
             idle_ms_per_iter={b: ns / 1e6 / num_iters for b, ns in sorted(idle.items())},
             top_kernels=_top_kernels(label, contributing, num_iters),
         )

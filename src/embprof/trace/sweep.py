@@ -1,7 +1,11 @@
 """Ranges and runtime calls, swept together in time: every call gets the context it was made in.
 
 A call belongs to the innermost range that holds its CPU start on its thread
-(DESIGN.md, "Attribution rule"). Exports list ranges and calls in start order,
+(DESIGN.md, "Attribution rule"). Where that thread has no config, iteration,
+backend and phase of its own at the call (PyTorch's autograd thread, which
+runs the backward while the main thread holds them), the context is the one
+the process's other threads hold at that time; the op and stages stay the
+launching thread's (:meth:`_Round.borrow`). Exports list ranges and calls in start order,
 so the sweep reads both a chunk at a time: after a chunk of ranges, every call
 that starts before the next chunk's first range can be attributed, and only
 the ranges still open there are carried on. Memory is a chunk plus what is open,
@@ -41,8 +45,15 @@ from .nesting import Forest, build_forest, innermost, innermost_of, thread_first
 _CLASS_COLUMNS = (CONFIG, ITERATION, BACKEND, PHASE, OP)
 UP_BACKEND, UP_PHASE = -1, -2
 _PATH_SHIFT = 32
+# A context's head packs (label, iteration), backend (BACKEND_BITS), phase and op-or-not (:func:`pack_head`).
+BACKEND_BITS = 2
+BACKEND_SLOTS = 1 << BACKEND_BITS
+_HEAD_BITS = BACKEND_BITS + 2
 INF = np.iinfo(np.int64).max
 ANY_LABEL = ""  # layout any: one config, named after the file by the attribution
+# The context id of a call whose thread had no context and whose process's other threads held
+# contexts that disagree: not counted, and counted apart (the breakdown's ``dropped_ambiguous``).
+AMBIGUOUS = -2
 
 
 class OutOfOrder(Exception):
@@ -106,17 +117,17 @@ class Contexts:
         """Context ids of (head, path) pairs, new ones added; ``head`` packs label and iteration
         (:meth:`label_iteration_ids`), backend, phase and whether there is an op (:func:`pack_head`)."""
         n_paths = len(self.path_parent)
-        uniq, inverse = dedupe(head * n_paths + path, max(len(self._label_iterations), 1) * 8 * n_paths)
+        uniq, inverse = dedupe(head * n_paths + path, max(len(self._label_iterations), 1) * (1 << _HEAD_BITS) * n_paths)
         u_head, u_path = np.divmod(uniq, n_paths)
         before = len(self._ctx)
         ids = self._ctx.codes_of_distinct((u_head << _PATH_SHIFT) | u_path)
         if len(self._ctx) > before:  # the new contexts' parts, unpacked at once
             new = np.array(self._ctx.keys[before:], np.int64)
             head, path = new >> _PATH_SHIFT, new & ((1 << _PATH_SHIFT) - 1)
-            pairs = np.array(self._label_iterations.keys, np.int64)[head >> 3]
+            pairs = np.array(self._label_iterations.keys, np.int64)[head >> _HEAD_BITS]
             self.ctx_label += (pairs >> _PATH_SHIFT).tolist()
             self.ctx_iteration += (pairs & ((1 << _PATH_SHIFT) - 1)).tolist()
-            self.ctx_backend += ((head >> 2) & 1).tolist()
+            self.ctx_backend += ((head >> 2) & (BACKEND_SLOTS - 1)).tolist()
             self.ctx_phase += ((head >> 1) & 1).tolist()
             self.ctx_has_op += (head & 1).astype(bool).tolist()
             self.ctx_path += path.tolist()
@@ -136,6 +147,7 @@ class _Carry:
     """Ranges still open at the frontier, in the order they were read, with what was learned of them."""
 
     thread: np.ndarray
+    process: np.ndarray
     start: np.ndarray
     end: np.ndarray
     names: list[pa.Array]  # the carried names, then the new chunk's (never copied into one)
@@ -152,14 +164,15 @@ class _Carry:
     @classmethod
     def empty(cls) -> _Carry:
         i64, i8 = np.zeros(0, np.int64), np.zeros(0, np.int8)
-        return cls(i64, i64, i64, [string_array([])], i8, i8, i64, i64, i64, np.zeros(0, bool))
+        return cls(i64, i64, i64, i64, [string_array([])], i8, i8, i64, i64, i64, np.zeros(0, bool))
 
     def extend(self, rows: RangeRows, layout: str, ctx: Contexts) -> _Carry:
         cls_, val = classify(rows.names, layout)
         ctx.has_config_names |= bool((cls_ == CONFIG).any())
         n = len(rows)
         return _Carry(
-            thread=np.concatenate([self.thread, rows.thread]), start=np.concatenate([self.start, rows.start]),
+            thread=np.concatenate([self.thread, rows.thread]), process=np.concatenate([self.process, rows.process]),
+            start=np.concatenate([self.start, rows.start]),
             end=np.concatenate([self.end, rows.end]), names=[*self.names, rows.names],
             cls=np.concatenate([self.cls, cls_]), val=np.concatenate([self.val, val]),
             path=np.concatenate([self.path, np.full(n, -1, np.int64)]),
@@ -187,14 +200,8 @@ class _Carry:
         out[order] = codes.codes(self.take_names(idx[order]))
         return out
 
-    def join(self, other: _Carry) -> _Carry:
-        """These ranges, then ``other``'s (of other threads: the order between threads does not matter)."""
-        return _Carry(*(np.concatenate([getattr(self, f), getattr(other, f)]) for f in ("thread", "start", "end")),
-                      [*self.names, *other.names],
-                      *(np.concatenate([getattr(self, f), getattr(other, f)]) for f in ("cls", "val", "path", "span", "ordinal", "final")))
-
     def take(self, idx: np.ndarray) -> _Carry:
-        return _Carry(self.thread[idx], self.start[idx], self.end[idx], [self.take_names(idx)],
+        return _Carry(self.thread[idx], self.process[idx], self.start[idx], self.end[idx], [self.take_names(idx)],
                       self.cls[idx], self.val[idx], self.path[idx], self.span[idx], self.ordinal[idx], self.final[idx])
 
 
@@ -216,6 +223,7 @@ class _Round:
         self.up = self._propagate(rows.val[order])
         self._finalize(frontier)
         self._heads()
+        self._context_threads()
         self._count_ops(frontier)
 
     def _propagate(self, val: np.ndarray) -> dict[int, np.ndarray]:
@@ -353,43 +361,99 @@ class _Round:
         self.head[own] = pack_head(self.ctx.label_iteration_ids(label, iteration), backend, phase,
                                    (up[OP][own] >= 0).astype(np.int64))
 
+    def _context_threads(self) -> None:
+        """The threads (dense codes) that hold a whole context somewhere this round, each with its
+        process: the only threads a call on a thread without one can take its context from."""
+        f = self.forest
+        self.thread_process = np.zeros(len(f.threads), np.int64)
+        self.thread_process[f.thread] = self.rows.process[f.order]
+        self.context_threads = np.zeros(0, np.int64)
+        if self.ctx.layout == "default" and self.n:
+            self.context_threads = np.unique(f.thread[self.head[:-1] >= 0]).astype(np.int64)
+
+    def borrow(self, process: np.ndarray, thread: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For points on threads that hold no whole context of their own: the context the other
+        threads of their process hold at ``time`` (a head without the op bit, -1: none), its span,
+        and whether two of those threads hold different contexts (then none is taken).
+
+        A thread's context at a time is the one its own ranges give there (:meth:`attribute`'s
+        rule); the threads that hold any are few (the main thread), so they are looped over.
+        """
+        head = np.full(len(time), -1, np.int64)
+        span = np.full(len(time), -1, np.int64)
+        clash = np.zeros(len(time), bool)
+        for code in self.context_threads.tolist():
+            key = self.forest.threads[code]
+            at = np.flatnonzero((process == self.thread_process[code]) & (thread != key))
+            if len(at) == 0:
+                continue
+            r = innermost(self.forest, np.full(len(at), key, np.int64), time[at])
+            r[r < 0] = self.n
+            rx = self.ctx_of[r]
+            theirs = self.head[rx]
+            held = theirs >= 0
+            at, theirs, their_span = at[held], theirs[held] & ~1, self.span_of[rx[held]]
+            first = head[at] < 0
+            clash[at[~first & (head[at] != theirs)]] = True
+            head[at[first]], span[at[first]] = theirs[first], their_span[first]
+        head[clash], span[clash] = -1, -1
+        return head, span, clash
+
     def _count_ops(self, frontier: int) -> None:
         """Add the host duration of each op range to its context (what its calls' work is counted
         under), once: in the round where it starts before the frontier (its ancestors, which hold
-        its context, all started before it)."""
+        its context, and the ranges of other threads open at its start all started before it).
+        An op on a thread without a context of its own takes the one its process holds at its start."""
         if self.ctx.layout != "default":
             return
         order, rows = self.forest.order, self.rows
         ops = np.flatnonzero(self.cls[:-1] == OP)
-        ops = ops[~rows.final[order[ops]] & (rows.start[order[ops]] < frontier) & (self.head[ops] >= 0)]
+        ops = ops[~rows.final[order[ops]] & (rows.start[order[ops]] < frontier)]
+        rows.final[order[ops]] = True
+        head = self.head[ops]
+        lost = np.flatnonzero(head < 0)
+        if len(lost) and len(self.context_threads):
+            original = order[ops[lost]]
+            borrowed = self.borrow(rows.process[original], rows.thread[original], rows.start[original])[0]
+            head[lost] = np.where(borrowed >= 0, borrowed | 1, -1)
+        ops, head = ops[head >= 0], head[head >= 0]
         if len(ops) == 0:
             return
-        rows.final[order[ops]] = True
-        ctx = self.ctx.context_ids(self.head[ops], self.resolve_paths(ops))
+        ctx = self.ctx.context_ids(head, self.resolve_paths(ops))
         ns = rows.end[order[ops]] - rows.start[order[ops]]
         uniq, inverse = np.unique(ctx, return_inverse=True)
         for c, total in zip(uniq.tolist(), np.bincount(inverse, weights=ns).tolist(), strict=True):
             self.ctx.ctx_cpu_ns[c] = self.ctx.ctx_cpu_ns.get(c, 0) + int(total)
 
     def attribute(self, calls: CallRows) -> tuple[np.ndarray, np.ndarray]:
-        """Per call: its context id (-1 when not counted) and span id (-1 when none)."""
+        """Per call: its context id (-1 when not counted, AMBIGUOUS when its process's threads
+        disagreed on it) and span id (-1 when none)."""
         r = innermost(self.forest, calls.thread, calls.start)
         r[r < 0] = self.n
         rx = self.ctx_of[r]  # a stage leaf has its parent's context
         head = self.head[rx]
+        span = self.span_of[rx]
+        ctx = np.full(len(r), -1, np.int64)
+        lost = np.flatnonzero(head < 0)
+        if len(lost) and len(self.context_threads):
+            # The op and stages stay the launching thread's; the context comes from the others.
+            borrowed, their_span, clash = self.borrow(calls.process[lost], calls.thread[lost], calls.start[lost])
+            got = borrowed >= 0
+            head[lost[got]] = borrowed[got] | (self.op[rx[lost[got]]] >= 0)
+            span[lost[got]] = their_span[got]
+            ctx[lost[clash]] = AMBIGUOUS
         counted = np.flatnonzero(head >= 0)
         head = head[counted]
         rxc = rx[counted]
         has_op = (head & 1).astype(bool)
         path = self.resolve_paths(np.where(has_op, self.op[rxc], r[counted]))
-        ctx = np.full(len(r), -1, np.int64)
         ctx[counted] = self.ctx.context_ids(head, path)
-        return ctx, self.span_of[rx]
+        return ctx, span
 
 
 def pack_head(label_iteration: np.ndarray, backend: np.ndarray, phase: np.ndarray, has_op: np.ndarray) -> np.ndarray:
-    """Label and iteration, backend, phase and op-or-not of a context in one int (backend and phase 0 or 1)."""
-    return ((label_iteration * 2 + backend) * 2 + phase) * 2 + has_op
+    """Label and iteration, backend (below BACKEND_SLOTS), phase and op-or-not (0 or 1) of a context in one int."""
+    return ((label_iteration * BACKEND_SLOTS + backend) * 2 + phase) * 2 + has_op
 
 
 def sweep(ranges: Iterable[RangeRows], calls: Iterable[CallRows], layout: str,
@@ -408,36 +472,15 @@ def sweep(ranges: Iterable[RangeRows], calls: Iterable[CallRows], layout: str,
         if len(chunk) and int(chunk.start.min()) < last_start:
             raise OutOfOrder
         last_start = max(last_start, int(chunk.start.max()) if len(chunk) else last_start)
-        rows, idle = _split_idle(carry.extend(chunk, layout, ctx), layout)
-        rnd = _Round(rows, ctx, frontier)
+        rnd = _Round(carry.extend(chunk, layout, ctx), ctx, frontier)
         for part in pending.before(frontier, swept):
             store.add(part, *rnd.attribute(part))
         carry = _still_open(rnd.rows, frontier)
-        if idle is not None:  # an open one may yet hold a config range
-            carry = carry.join(_still_open(idle, frontier))
         swept = frontier
     rnd = _Round(carry, ctx, INF)
     for part in pending.before(INF, swept):
         store.add(part, *rnd.attribute(part))
     return ctx
-
-
-def _split_idle(rows: _Carry, layout: str) -> tuple[_Carry, _Carry | None]:
-    """The ranges of threads that hold a config range, and the others (None: there are none).
-
-    In our layout nothing is counted outside a config range, so the ranges of
-    a thread without one this round (a data loader's, a communication
-    thread's, the autograd engine's) need no forest: calls there are not
-    counted whatever range holds them.
-    """
-    if layout != "default" or len(rows) == 0:
-        return rows, None
-    with_config = np.unique(rows.thread[rows.cls == CONFIG])
-    codes, threads = dense_codes(rows.thread)
-    busy = np.isin(threads, with_config)[codes]
-    if busy.all():
-        return rows, None
-    return rows.take(np.flatnonzero(busy)), rows.take(np.flatnonzero(~busy))
 
 
 def _still_open(rows: _Carry, frontier: int) -> _Carry:

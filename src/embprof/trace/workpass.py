@@ -21,7 +21,7 @@ import numpy as np
 from .calls import CallStore
 from .codes import KeyCodes, dedupe, dense_codes
 from .model import WorkRows
-from .sweep import INF, Contexts, OutOfOrder, rechunk
+from .sweep import AMBIGUOUS, BACKEND_SLOTS, INF, Contexts, OutOfOrder, rechunk
 
 ROW_BITS = 40  # first-seen order: table rank, then row within the table
 _KINDS = 3
@@ -81,18 +81,19 @@ class WorkTotals:
     total_ns: np.ndarray
     first_seen: np.ndarray
     names: list[tuple[int, int, int]]
-    busy_ns: dict[int, int]  # key: label index * 2 + backend
+    busy_ns: dict[int, int]  # key: label index * BACKEND_SLOTS + backend
     span_end: np.ndarray
     nbytes: np.ndarray
     counted_start: np.ndarray  # per span; INF where none of its work was counted
     counted_end: np.ndarray
     found: int
     dropped: int
+    ambiguous: int  # work whose call's thread had no context and whose process's threads disagreed
 
 
 class _Sums:
     def __init__(self, ctx: Contexts, n_spans: int) -> None:
-        self.ctx_lb = np.array(ctx.ctx_label, np.int64) * 2 + np.array(ctx.ctx_backend, np.int64)
+        self.ctx_lb = np.array(ctx.ctx_label, np.int64) * BACKEND_SLOTS + np.array(ctx.ctx_backend, np.int64)
         self.n_ctx = len(ctx.ctx_label)
         self.names, self.groups = KeyCodes(), KeyCodes()
         self.calls = np.zeros(0, np.int64)
@@ -103,7 +104,7 @@ class _Sums:
         self.counted_start = np.full(n_spans, INF, np.int64)
         self.counted_end = np.full(n_spans, -1, np.int64)
         self.nbytes = np.zeros(0, np.float64)
-        self.found = self.dropped = 0
+        self.found = self.dropped = self.ambiguous = 0
 
     def add(self, w: WorkRows, store: CallStore, first_row: int, watermark: int) -> None:
         known, ctx, span = store.lookup(w.process, w.corr)
@@ -115,6 +116,7 @@ class _Sums:
         spanned = span >= 0
         if spanned.any():
             np.maximum.at(self.span_end, span[spanned], end[spanned])
+        self.ambiguous += int(np.count_nonzero(ctx == AMBIGUOUS))
         counted = ctx >= 0
         rows, ctx, in_span = found[counted], ctx[counted], span[counted]
         if len(rows) == 0:
@@ -156,6 +158,7 @@ class _Sums:
             total_ns=np.rint(self.total).astype(np.int64), first_seen=self.first,
             names=[(int(r % _KINDS), int(r // _KINDS // _MEMS) - 1, int(r // _KINDS % _MEMS)) for r in raw.tolist()],
             busy_ns=self.busy.finish(), span_end=self.span_end, found=self.found, dropped=self.dropped,
+            ambiguous=self.ambiguous,
             nbytes=self.nbytes, counted_start=self.counted_start, counted_end=self.counted_end,
         )
 
