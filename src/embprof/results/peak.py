@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 
