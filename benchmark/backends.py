@@ -56,11 +56,7 @@ def build_dynamic_tables(
         optimizer={"sgd": EmbOptimType.EXACT_SGD, "adam": EmbOptimType.ADAM}[cfg.optimizer],
         pooling_mode=getattr(PoolingMode, cfg.pooling.upper()),
         device=device,
-        learning_rate=cfg.learning_rate,
-        eps=cfg.eps,
-        beta1=cfg.beta1,
-        beta2=cfg.beta2,
-        weight_decay=cfg.weight_decay,
+        **cfg.optimizer_args,
     )
 
 
@@ -115,11 +111,7 @@ def build_baseline(
         optimizer={"sgd": TbeOptim.EXACT_SGD, "adam": TbeOptim.ADAM}[cfg.optimizer],
         pooling_mode=getattr(PoolingMode, cfg.pooling.upper()),
         device=device,
-        learning_rate=cfg.learning_rate,
-        eps=cfg.eps,
-        beta1=cfg.beta1,
-        beta2=cfg.beta2,
-        weight_decay=cfg.weight_decay,
+        **cfg.optimizer_args,
         stochastic_rounding=False,
         bounds_check_mode=BoundsCheckMode.NONE,
         **extra,

@@ -144,6 +144,12 @@ class BenchmarkConfig:
         return self.mode == "caching"
 
     @property
+    def optimizer_args(self) -> dict[str, float]:
+        """The optimizer's hyper-parameters, as every backend's constructor names them."""
+        return {"learning_rate": self.learning_rate, "eps": self.eps, "beta1": self.beta1,
+                "beta2": self.beta2, "weight_decay": self.weight_decay}
+
+    @property
     def row_bytes(self) -> int:
         """Bytes of one stored row: fp32 embedding plus the optimizer state kept beside it."""
         state = {"sgd": 0, "adam": 2 * self.dim}[self.optimizer]

@@ -18,6 +18,7 @@ lands on its own layout.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
 
@@ -52,11 +53,7 @@ class NvPlan:
     gpu_rows: tuple[int, ...]  # rows of each table NVIDIA keeps in GPU memory under that layout
     optimizer: str  # EmbOptimType member
     pooling: str  # DynamicEmbPoolingMode member
-    learning_rate: float
-    eps: float
-    beta1: float
-    beta2: float
-    weight_decay: float
+    optimizer_args: Mapping[str, float]  # learning_rate, eps, beta1, beta2, weight_decay
     init_bound: float  # training initializer: UNIFORM(-init_bound, init_bound); eval: CONSTANT 0
     score_strategy: str = "TIMESTAMP"  # DynamicEmbScoreStrategy member (LRU eviction), as dyn's
     bucket_capacity: int = BUCKET_CAPACITY
@@ -109,11 +106,7 @@ def nvidia_plan(cfg: BenchmarkConfig, hbm_rows: list[int]) -> NvPlan:
         gpu_rows=tuple(layout_gpu_rows(list(cfg.caps), total, sum(budgets), layout)),
         optimizer=OPTIMIZERS[cfg.optimizer],
         pooling=cfg.pooling.upper(),
-        learning_rate=cfg.learning_rate,
-        eps=cfg.eps,
-        beta1=cfg.beta1,
-        beta2=cfg.beta2,
-        weight_decay=cfg.weight_decay,
+        optimizer_args=cfg.optimizer_args,
         init_bound=DYN_INIT_BOUND,
     )
 
@@ -137,7 +130,10 @@ def build_nvidia_tables(cfg: BenchmarkConfig, hbm_rows: list[int], device: torch
     """NVIDIA's module for ``cfg`` on ``device``, or why there is none (CPU, package missing)."""
     if device.type != "cuda":
         return Baseline(None, "NVIDIA dynamicemb runs on CUDA only")
-    plan = nvidia_plan(cfg, hbm_rows)
+    try:
+        plan = nvidia_plan(cfg, hbm_rows)
+    except ValueError as exc:  # a config NVIDIA's module would store otherwise cannot be mirrored
+        return Baseline(None, str(exc))
     dynamicemb, reason = import_dynamicemb()
     if dynamicemb is None:
         return Baseline(None, reason)
@@ -168,11 +164,7 @@ def build_nvidia_tables(cfg: BenchmarkConfig, hbm_rows: list[int], device: torch
         output_dtype=torch.float32,
         device=device,
         optimizer=getattr(dynamicemb.EmbOptimType, plan.optimizer),
-        learning_rate=plan.learning_rate,
-        eps=plan.eps,
-        beta1=plan.beta1,
-        beta2=plan.beta2,
-        weight_decay=plan.weight_decay,
+        **plan.optimizer_args,
         stochastic_rounding=False,
         bounds_check_mode=BoundsCheckMode.NONE,
     )

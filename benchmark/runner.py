@@ -13,6 +13,7 @@ by launching thread only).
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections.abc import Iterator
@@ -203,11 +204,16 @@ class Workload:
 def prepare(cfg: BenchmarkConfig, opts: RunOptions) -> Workload:
     """Generate every batch first (the cache is sized from them), then build the backends.
 
-    On the CPU torch runs ``opts.cpu_threads`` threads, set before any work.
+    On the CPU torch runs ``opts.cpu_threads`` threads, set before any work. The backends of a
+    config run before in this process are collected first: one held in a reference cycle would
+    otherwise keep its GPU and host memory while this config's are built.
     """
     device = pick_device()
+    gc.collect()
     if device.type == "cpu":
         torch.set_num_threads(opts.cpu_threads)
+    else:
+        torch.cuda.empty_cache()
     caps = [c // 2 for c in cfg.caps] if opts.correctness else list(cfg.caps)
     batches = generate_batches(
         num_iterations=cfg.num_iterations,

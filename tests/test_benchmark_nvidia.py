@@ -65,8 +65,8 @@ def test_plan_gives_each_suite_its_layout_and_dyns_gpu_memory(cfg) -> None:
         assert abs(sum(plan.gpu_rows) - sum(hbm_rows)) <= cfg.num_tables
     assert plan.optimizer == {"sgd": "EXACT_SGD", "adam": "ADAM"}[cfg.optimizer]
     assert plan.pooling == cfg.pooling.upper() == "NONE"
-    assert (plan.learning_rate, plan.eps, plan.beta1, plan.beta2, plan.weight_decay) == (
-        cfg.learning_rate, cfg.eps, cfg.beta1, cfg.beta2, cfg.weight_decay)
+    assert plan.optimizer_args == {"learning_rate": cfg.learning_rate, "eps": cfg.eps, "beta1": cfg.beta1,
+                                   "beta2": cfg.beta2, "weight_decay": cfg.weight_decay}
     assert plan.init_bound == DYN_INIT_BOUND and plan.score_strategy == "TIMESTAMP"
     assert plan.table_names == [f"t{i}" for i in range(cfg.num_tables)]
 
@@ -95,10 +95,13 @@ def test_a_plan_off_its_suites_layout_is_refused() -> None:
         nvidia.nvidia_plan(cfg, list(cfg.caps))
 
 
-def test_on_the_cpu_nv_is_skipped_with_one_line() -> None:
+def test_on_the_cpu_or_off_its_layout_nv_is_skipped_with_one_line() -> None:
     cfg = suite_configs("TestGpu", PRESETS["smoke"])[0]
     built = nvidia.build_nvidia_tables(cfg, list(cfg.caps), CPU)
     assert built.module is None and built.skip_reason == "NVIDIA dynamicemb runs on CUDA only"
+    hybrid = suite_configs("TestNoCaching", PRESETS["smoke"])[0]
+    built = nvidia.build_nvidia_tables(hybrid, list(hybrid.caps), CUDA)  # before any import
+    assert built.module is None and built.skip_reason.endswith("would store it as HBM_ONLY, not HYBRID")
 
 
 def test_a_package_that_does_not_import_is_one_line(tmp_path, monkeypatch) -> None:
@@ -329,3 +332,58 @@ def test_summary_line_sets_each_backend_beside_dyn() -> None:
     line = summary_line(record)
     assert "train dyn 3.000 / nv 6.000 ms (nv/dyn 2x)" in line
     assert line.endswith("trc skipped: --no-torchrec") and "\n" not in line
+
+
+class _NvStandIn(torch.nn.Module):
+    """NVIDIA's module as correctness mode sees it: ``tables``, a storage that keeps what is inserted."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.dim, self.rows = dim, {}
+        self.tables = self
+
+    def value_dim(self, table: int) -> int:
+        return self.dim
+
+    def embedding_dim(self, table: int) -> int:
+        return self.dim
+
+    def insert(self, keys, table_ids, values) -> None:
+        for k, t, v in zip(keys.tolist(), table_ids.tolist(), values, strict=True):
+            self.rows[(t, k)] = v
+
+
+def test_without_tbe_dyn_and_nv_start_from_the_same_rows() -> None:
+    from benchmark.backends import build_dynamic_tables
+    from benchmark.runner import Backend, mirror_rows
+
+    cfg = replace(suite_configs("TestGpu", PRESETS["smoke"])[0], optimizer="sgd")
+    dyn = build_dynamic_tables(cfg, cfg.hbm_bytes_per_table(list(cfg.caps)), CPU)
+    nv = _NvStandIn(cfg.dim)
+    mirror_rows(cfg, [Backend("dyn", dyn), Backend("nv", nv)], CPU)
+    half = [cap // 2 for cap in cfg.caps]
+    ids = torch.cat([torch.arange(h) for h in half])
+    dyn.eval()
+    with torch.no_grad():
+        got = dyn(ids, torch.arange(ids.numel() + 1))
+    expected = torch.stack([nv.rows[(t, k)] for t, h in enumerate(half) for k in range(h)])
+    assert torch.equal(got, expected)
+    assert torch.equal(torch.cat(list(reference_rows(cfg, cfg.seed, CPU, None))), expected)
+
+
+def test_a_record_keeps_nv_beside_dyn_and_trc(tmp_path) -> None:
+    from benchmark.configs import RunOptions
+    from benchmark.results import RESULT_FIELDS, append_record, read_records
+    from benchmark.runner import make_record, prepare, time_phases
+    from embprof.workflow.provenance import collect_provenance
+
+    cfg = replace(suite_configs("TestGpu", PRESETS["smoke"])[0], optimizer="sgd", num_iterations=2)
+    work = prepare(cfg, RunOptions(left_out={"trc": "--no-torchrec"}))
+    assert [b.name for b in work.backends] == ["dyn"]
+    record = make_record(work, [time_phases(work) for _ in range(2)], collect_provenance(ROOT, CPU, "torch"))
+    assert list(record) == list(RESULT_FIELDS)
+    assert record["trc_skip_reason"] == "--no-torchrec"
+    assert record["nv_skip_reason"] == "NVIDIA dynamicemb runs on CUDA only"
+    assert record["dyn_train_ms"] > 0 and record["nv_train_ms"] is None and record["timings"]["nv_train_ms"] is None
+    append_record(tmp_path / "r.json", record)  # the contract's checks, nv's metrics among them
+    assert read_records(tmp_path / "r.json")[0]["nv_eval_ms"] is None
