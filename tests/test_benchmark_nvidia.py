@@ -371,12 +371,14 @@ def test_without_tbe_dyn_and_nv_start_from_the_same_rows() -> None:
     assert torch.equal(torch.cat(list(reference_rows(cfg, cfg.seed, CPU, None))), expected)
 
 
-def test_a_record_keeps_nv_beside_dyn_and_trc(tmp_path) -> None:
+def test_a_record_keeps_nv_beside_dyn_and_trc(tmp_path, monkeypatch) -> None:
+    from benchmark import runner
     from benchmark.configs import RunOptions
     from benchmark.results import RESULT_FIELDS, append_record, read_records
     from benchmark.runner import make_record, prepare, time_phases
     from embprof.workflow.provenance import collect_provenance
 
+    monkeypatch.setattr(runner, "pick_device", lambda: CPU)  # a GPU host too runs it on the CPU
     cfg = replace(suite_configs("TestGpu", PRESETS["smoke"])[0], optimizer="sgd", num_iterations=2)
     work = prepare(cfg, RunOptions(left_out={"trc": "--no-torchrec"}))
     assert [b.name for b in work.backends] == ["dyn"]
@@ -387,3 +389,28 @@ def test_a_record_keeps_nv_beside_dyn_and_trc(tmp_path) -> None:
     assert record["dyn_train_ms"] > 0 and record["nv_train_ms"] is None and record["timings"]["nv_train_ms"] is None
     append_record(tmp_path / "r.json", record)  # the contract's checks, nv's metrics among them
     assert read_records(tmp_path / "r.json")[0]["nv_eval_ms"] is None
+
+
+def _nvidia_importable() -> bool:
+    return torch.cuda.is_available() and nvidia.import_dynamicemb()[0] is not None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _nvidia_importable(), reason="needs CUDA and NVIDIA's dynamicemb")
+@pytest.mark.parametrize("rows_from", ["trc", "seed"])
+@pytest.mark.parametrize("cfg", [c for s in SUITES for c in suite_configs(s, PRESETS["smoke"])], ids=lambda c: c.label)
+def test_on_the_gpu_nv_builds_its_layout_and_matches_dyn(cfg, rows_from) -> None:
+    """The real module at smoke size: the layout the plan says, and correctness mode's check of
+    every train and eval step against dyn (and TBE, where it gives the rows)."""
+    from benchmark.configs import RunOptions
+    from benchmark.runner import prepare, time_phases, warm_up
+
+    left_out = {} if rows_from == "trc" else {"trc": "--no-torchrec"}
+    work = prepare(replace(cfg, num_iterations=3), RunOptions(correctness=True, left_out=left_out))
+    names = [b.name for b in work.backends]
+    assert "nv" in names and ("trc" in names) == (rows_from == "trc"), work.skip_reasons
+    module = next(b.module for b in work.backends if b.name == "nv")
+    assert module._storage_layout.name == nvidia.LAYOUTS[cfg.mode]
+    warm_up(work)  # every step checked against dyn's outputs
+    times = time_phases(work)
+    assert times["nv"].train_ms > 0 and times["nv"].eval_ms > 0
