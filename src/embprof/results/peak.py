@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import math
 import os
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Literal
 

@@ -12,14 +12,7 @@ import sqlite_utils
 
 from embprof.errors import ContractError
 from embprof.results.database.rows import STAMPS, ConfigRows, RunRows
-from embprof.results.database.schema import (
-    CONFIG_KEY,
-    CONFIG_TABLES,
-    CONFIGS,
-    OPCALLS,
-    RECORDS,
-    RUNS,
-)
+from embprof.results.database.schema import CONFIG_KEY, CONFIG_TABLES, CONFIGS, OPCALLS, RECORDS, RUNS
 from embprof.results.database.store import own_run, run_ids
 from embprof.results.opcalls import COLUMNS as OPCALLS_COLUMNS
 from embprof.results.opcalls import NUMBER_COLUMNS

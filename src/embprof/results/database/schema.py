@@ -242,7 +242,7 @@ LEFT JOIN (
     (("run_id", "the run"), ("label", "the config"),
      ("status", "ok, failed: <step>, or missing"),
      *((m, f"median {m.removesuffix('_ms').replace('_', ' ')} ms; null unless the record is ok") for m in _SPREADS),
-     *((f"{m}_spread", "its spread, %") for m in _SPREADS),
+     *((f"{m}_spread", f"its spread, %") for m in _SPREADS),
      ("train_ratio", "dyn_train_ms / trc_train_ms"),
      ("eval_ratio", "dyn_eval_ms / trc_eval_ms"),
      ("repeats", "timed passes behind each median"),
