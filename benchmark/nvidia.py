@@ -10,7 +10,8 @@ take (``max_capacity`` x (dim + optimizer state) x 4) and the GPU budget
 (``local_hbm_for_values``). A budget that covers every row gives ``HBM_ONLY``; otherwise
 ``caching=True`` gives a GPU cache over host storage (``CACHING``), a zero budget host storage
 only (``HOST_ONLY``), and any other budget one table split between GPU and host memory
-(``HYBRID``). A cache or GPU tier holds ``max_capacity`` x budget / bytes rows of each table.
+(``HYBRID``). A cache or GPU tier holds ``max_capacity`` x budget / bytes rows of each table
+(its hash table rounds that up to whole buckets of 1024).
 The budget is what dyn keeps in GPU memory for the same config
 (:meth:`~benchmark.configs.BenchmarkConfig.hbm_rows_per_table` x row bytes), so each suite
 lands on its own layout.
