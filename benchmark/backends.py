@@ -1,4 +1,4 @@
-"""The two backends under test, built from one config.
+"""The backends under test, built from one config (NVIDIA's ``nv`` in :mod:`benchmark.nvidia`).
 
 ``dyn``: dynemb's BatchedDynamicEmbeddingTables. ``trc``: fbgemm_gpu's
 SplitTableBatchedEmbeddingBagsCodegen (TBE), the kernel TorchRec runs, placed
@@ -9,6 +9,7 @@ kernels when there is no GPU.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -55,17 +56,14 @@ def build_dynamic_tables(
         optimizer={"sgd": EmbOptimType.EXACT_SGD, "adam": EmbOptimType.ADAM}[cfg.optimizer],
         pooling_mode=getattr(PoolingMode, cfg.pooling.upper()),
         device=device,
-        learning_rate=cfg.learning_rate,
-        eps=cfg.eps,
-        beta1=cfg.beta1,
-        beta2=cfg.beta2,
-        weight_decay=cfg.weight_decay,
+        **cfg.optimizer_args,
     )
 
 
 @dataclass(frozen=True)
 class Baseline:
-    """The TBE module, or why there is none (then every trc_* result is null)."""
+    """A backend's module beside dyn (TBE, NVIDIA's), or why there is none (then every one of
+    its results is null and the record keeps the reason)."""
 
     module: torch.nn.Module | None
     skip_reason: str | None
@@ -113,11 +111,7 @@ def build_baseline(
         optimizer={"sgd": TbeOptim.EXACT_SGD, "adam": TbeOptim.ADAM}[cfg.optimizer],
         pooling_mode=getattr(PoolingMode, cfg.pooling.upper()),
         device=device,
-        learning_rate=cfg.learning_rate,
-        eps=cfg.eps,
-        beta1=cfg.beta1,
-        beta2=cfg.beta2,
-        weight_decay=cfg.weight_decay,
+        **cfg.optimizer_args,
         stochastic_rounding=False,
         bounds_check_mode=BoundsCheckMode.NONE,
         **extra,
@@ -125,17 +119,27 @@ def build_baseline(
     return Baseline(module, None)
 
 
-def mirror_baseline_rows(
-    baseline: torch.nn.Module, tables: torch.nn.Module, cfg: BenchmarkConfig, seed: int
-) -> None:
-    """Correctness mode: give both backends identical starting rows for ids [0, cap/2).
+def reference_rows(
+    cfg: BenchmarkConfig, seed: int, device: torch.device, tbe: torch.nn.Module | None
+) -> Iterator[torch.Tensor]:
+    """Correctness mode: each table's starting rows for ids [0, cap/2), the only ids it samples.
 
-    TBE starts from uniform(-b, b) rows (seeded); dyn receives a copy of the
-    first half of each table, the only ids correctness mode samples.
+    Where TBE runs, its own seeded uniform(-b, b) rows (TBE's weights are its rows, the
+    other backends receive a copy); without TBE the same law, drawn here from ``seed``.
     """
-    torch.manual_seed(seed)
-    baseline.init_embedding_weights_uniform(-DYN_INIT_BOUND, DYN_INIT_BOUND)
-    for t, weights in enumerate(baseline.split_embedding_weights()):
-        half = cfg.caps[t] // 2
-        ids = torch.arange(half, dtype=torch.int64, device=weights.device)
-        tables.load_table(t, ids, weights[:half].detach().clone())
+    if tbe is not None:
+        torch.manual_seed(seed)
+        tbe.init_embedding_weights_uniform(-DYN_INIT_BOUND, DYN_INIT_BOUND)
+        for t, weights in enumerate(tbe.split_embedding_weights()):
+            yield weights[: cfg.caps[t] // 2].detach().clone()
+        return
+    gen = torch.Generator(device=device).manual_seed(seed)
+    for cap in cfg.caps:
+        rows = torch.empty(cap // 2, cfg.dim, device=device)
+        yield rows.uniform_(-DYN_INIT_BOUND, DYN_INIT_BOUND, generator=gen)
+
+
+def load_dyn_rows(tables: torch.nn.Module, table: int, rows: torch.Tensor) -> None:
+    """Correctness mode: ``rows`` become ids [0, len(rows)) of dyn's ``table``, with fresh state."""
+    ids = torch.arange(rows.shape[0], dtype=torch.int64, device=rows.device)
+    tables.load_table(table, ids, rows)

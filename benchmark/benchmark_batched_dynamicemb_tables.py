@@ -1,4 +1,4 @@
-"""DynamicEmb against TorchRec/FBGEMM TBE, one test per config, four storage suites.
+"""DynamicEmb against TorchRec/FBGEMM TBE and NVIDIA's dynamicemb, one test per config, four storage suites.
 
 Run from the repository root, e.g.::
 
@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
+from embprof.results.timings import BACKENDS
 
 from .configs import PRESETS, BenchmarkConfig, RunOptions
 from .ncu import ncu_command, parse_iterations
@@ -46,16 +48,16 @@ def run_config(cfg: BenchmarkConfig, opts: RunOptions, request: pytest.FixtureRe
 
 
 def summary_line(record: dict) -> str:
-    """dyn and trc side by side (medians of the repeats), with the trc/dyn ratio (above 1: dyn is faster)."""
+    """The backends side by side (medians of the repeats), each other's time over dyn's (above 1:
+    dyn is faster), and one line's worth of why a backend did not run."""
+    others = [b for b in BACKENDS[1:] if record[f"{b}_train_ms"] is not None]
     parts = [f"{record['label']} (median of {record['repeats']} repeats)"]
     for phase in ("forward", "backward", "train", "eval"):
-        dyn, trc = record[f"dyn_{phase}_ms"], record[f"trc_{phase}_ms"]
-        if trc is None:
-            parts.append(f"{phase} dyn {dyn:.3f} ms")
-        else:
-            parts.append(f"{phase} dyn {dyn:.3f} / trc {trc:.3f} ms ({trc / dyn:.3g}x)")
-    if record["trc_skip_reason"]:
-        parts.append(f"trc skipped: {record['trc_skip_reason']}")
+        dyn = record[f"dyn_{phase}_ms"]
+        times = " / ".join([f"dyn {dyn:.3f}", *(f"{b} {record[f'{b}_{phase}_ms']:.3f}" for b in others)])
+        ratios = ", ".join(f"{b}/dyn {record[f'{b}_{phase}_ms'] / dyn:.3g}x" for b in others)
+        parts.append(f"{phase} {times} ms" + (f" ({ratios})" if ratios else ""))
+    parts += [f"{b} skipped: {record[f'{b}_skip_reason']}" for b in BACKENDS[1:] if record[f"{b}_skip_reason"]]
     return " | ".join(parts)
 
 
@@ -63,7 +65,7 @@ def print_ncu_command(cfg: BenchmarkConfig, request: pytest.FixtureRequest) -> N
     config = request.config
     iterations = parse_iterations(config.getoption("--ncu-iterations"), cfg.num_iterations)  # checked at configure
     passthrough: list[str] = []
-    for option in ("--num-tables", "--feature-distribution", "--alpha"):  # they shape the config's inputs
+    for option in ("--num-tables", "--feature-distribution", "--alpha", "--backends"):  # inputs and backends
         if config.getoption(option) is not None:
             passthrough += [option, str(config.getoption(option))]
     if config.getoption("--no-torchrec"):

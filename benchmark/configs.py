@@ -8,10 +8,12 @@ through every file the workflow writes.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from embprof.labels import make_label
+from embprof.results.timings import BACKENDS
 
 MIB_ROWS = 1 << 20
 KIB_ROWS = 1 << 10
@@ -140,6 +142,12 @@ class BenchmarkConfig:
     @property
     def caching(self) -> bool:
         return self.mode == "caching"
+
+    @property
+    def optimizer_args(self) -> dict[str, float]:
+        """The optimizer's hyper-parameters, as every backend's constructor names them."""
+        return {"learning_rate": self.learning_rate, "eps": self.eps, "beta1": self.beta1,
+                "beta2": self.beta2, "weight_decay": self.weight_decay}
 
     @property
     def row_bytes(self) -> int:
@@ -282,14 +290,46 @@ def inputs_problem(preset: str, num_iterations: int, memory: int | None) -> str 
 DEFAULT_CPU_THREADS = 1
 
 
+def parse_backends(spec: str) -> tuple[str, ...]:
+    """``--backends``: comma-separated names of :data:`BACKENDS`, dyn among them (the library under
+    test), in the order they run; ``ValueError`` with a one-line reason otherwise."""
+    names = [name.strip() for name in spec.split(",") if name.strip()]
+    unknown = [name for name in names if name not in BACKENDS]
+    if unknown:
+        raise ValueError(f"--backends: unknown backend {unknown[0]!r} (known: {', '.join(BACKENDS)})")
+    if len(set(names)) != len(names):
+        raise ValueError(f"--backends: {spec!r} names a backend twice")
+    if "dyn" not in names:
+        raise ValueError(f"--backends: {spec!r} leaves out dyn, the library every other backend is measured against")
+    return tuple(b for b in BACKENDS if b in names)
+
+
+def left_out_backends(spec: str | None, no_torchrec: bool) -> dict[str, str]:
+    """The backends ``--backends SPEC`` (default: all) and ``--no-torchrec`` (trc) leave out, each
+    with its reason; ``ValueError`` for a bad SPEC or one that names trc beside --no-torchrec."""
+    chosen = parse_backends(spec) if spec is not None else BACKENDS
+    left = {b: f"not in --backends {spec}" for b in BACKENDS if b not in chosen}
+    if no_torchrec:
+        if spec is not None and "trc" in chosen:
+            raise ValueError(f"--no-torchrec leaves out trc, which --backends {spec} asks for")
+        left["trc"] = "--no-torchrec"
+    return left
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """What the command line asks of one run (beyond the config itself)."""
 
     profile: str | None = None  # None (timing), "torch", "nsys", "ncu"; ncu-gen never runs a config
     correctness: bool = False
-    no_torchrec: bool = False
+    # Backends the command line leaves out, each with the reason its record keeps (the option).
+    left_out: Mapping[str, str] = field(default_factory=dict)
     trace_dir: Path | None = None
     repeats: int = Preset.repeats  # conftest passes the preset's own
     cpu_threads: int = DEFAULT_CPU_THREADS
     checkout: Path = Path(".")  # where the suite lives: its git commit is the record's
+
+    @property
+    def backends(self) -> tuple[str, ...]:
+        """The backends asked for, in the order they run (each still runs only where it can)."""
+        return tuple(b for b in BACKENDS if b not in self.left_out)

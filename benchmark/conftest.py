@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from embprof.results.timings import BACKENDS
 from embprof.workflow.environment import host_memory_bytes
 
 from .configs import (
@@ -17,6 +18,7 @@ from .configs import (
     BenchmarkConfig,
     RunOptions,
     inputs_problem,
+    left_out_backends,
     suite_configs,
 )
 from .ncu import parse_iterations
@@ -80,11 +82,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="JSON list the timing record is appended to (default: $BENCHMARK_RESULTS_FILE, else benchmark_results.json)",
     )
+    group.addoption(
+        "--backends",
+        default=None,
+        metavar="NAMES",
+        help=f"comma-separated backends to run, dyn among them (default: all of {','.join(BACKENDS)}); "
+        "one left out has null results and its reason in the record",
+    )
     group.addoption("--no-torchrec", action="store_true", help="skip the TorchRec/FBGEMM baseline (trc_* null)")
     group.addoption(
         "--correctness",
         action="store_true",
-        help="ids in [0, cap/2), baseline rows copied into dyn, forward outputs asserted equal every iteration",
+        help="ids in [0, cap/2), the same starting rows in every backend, forward outputs asserted equal "
+        "to dyn's every iteration",
     )
     group.addoption("--profile", choices=PROFILE_MODES, default=None, help="profile instead of timing")
     group.addoption("--trace-dir", default=None, help="--profile torch: directory for <label>.kineto.json.gz")
@@ -129,9 +139,14 @@ def pytest_configure(config: pytest.Config) -> None:
             parse_iterations(config.getoption("--ncu-iterations"), iterations)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
+    try:
+        left_out = left_out_backends(config.getoption("--backends"), config.getoption("--no-torchrec"))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     if config.getoption("--correctness"):
-        if config.getoption("--no-torchrec"):
-            raise pytest.UsageError("--correctness compares against the baseline; drop --no-torchrec")
+        if len(BACKENDS) - len(left_out) < 2:
+            reasons = "; ".join(f"{b}: {why}" for b, why in left_out.items())
+            raise pytest.UsageError(f"--correctness compares dyn with another backend, and none is left ({reasons})")
         if profile is not None:
             config.issue_config_time_warning(
                 UserWarning(
@@ -196,7 +211,7 @@ def run_options(request: pytest.FixtureRequest) -> RunOptions:
     return RunOptions(
         profile=config.getoption("--profile"),
         correctness=config.getoption("--correctness"),
-        no_torchrec=config.getoption("--no-torchrec"),
+        left_out=left_out_backends(config.getoption("--backends"), config.getoption("--no-torchrec")),
         trace_dir=Path(trace_dir) if trace_dir else None,
         repeats=config.getoption("--repeats") or PRESETS[preset_name(config)].repeats,
         cpu_threads=config.getoption("--cpu-threads"),

@@ -1,6 +1,6 @@
 """Running one config: warm-up, the timed loop, correctness checks and the profile modes.
 
-Timing replays the warm-up's batches with dyn and trc interleaved per
+Timing replays the warm-up's batches with the backends (dyn, trc, nv) interleaved per
 iteration, timed with CUDA events (the process's CPU time on the CPU, which a
 busy machine does not stretch) and read back once at the end of each pass, so timing adds no host sync inside the loop. The timed
 passes are repeated (``--repeats``) and the record keeps every repeat. Profile
@@ -13,6 +13,7 @@ by launching thread only).
 
 from __future__ import annotations
 
+import gc
 import math
 import time
 from collections.abc import Iterator
@@ -27,11 +28,12 @@ from dynemb.kernels import kernel_path
 from dynemb.ranges import emit_range
 from embprof.atomic import atomic_path
 from embprof.labels import sanitize_label
-from embprof.results.timings import PHASES, timing_entry
+from embprof.results.timings import BACKENDS, PHASES, timing_entry
 
-from .backends import build_baseline, build_dynamic_tables, mirror_baseline_rows
+from .backends import Baseline, build_baseline, build_dynamic_tables, load_dyn_rows, reference_rows
 from .configs import BenchmarkConfig, RunOptions
 from .datagen import Batches, generate_batches
+from .nvidia import build_nvidia_tables, load_nvidia_rows
 from .results import library_versions, run_provenance
 
 CORRECTNESS_ATOL = 1e-4  # fp32, as the reference system's correctness mode
@@ -40,14 +42,19 @@ PROGRESS_MIN_ITERATIONS = 20
 
 
 class BaselineRequired(RuntimeError):
-    """Correctness mode needs the baseline, which cannot run this config."""
+    """Correctness mode needs a backend beside dyn, and none can run this config."""
+
+
+# Correctness mode: how each backend that does not give the starting rows receives them.
+ROW_LOADERS = {"dyn": load_dyn_rows, "nv": load_nvidia_rows}
 
 
 @dataclass
 class Backend:
-    """One side of the comparison; ``prefetch``: dyn's caching mode brings a batch's rows in first."""
+    """One side of the comparison; ``prefetch``: dyn's caching mode brings a batch's rows in first
+    (NVIDIA's module prefetches inside its own forward)."""
 
-    name: str  # "dyn" | "trc": the range name and the record's field prefix
+    name: str  # "dyn" | "trc" | "nv": the range name and the record's field prefix
     module: torch.nn.Module
     prefetch: bool = False
 
@@ -126,25 +133,28 @@ def backward(out: torch.Tensor, grad: torch.Tensor) -> None:
         out.backward(grad)
 
 
-def check_outputs(dyn_out: torch.Tensor, trc_out: torch.Tensor, what: str) -> None:
-    torch.testing.assert_close(
-        dyn_out,
-        trc_out,
-        atol=CORRECTNESS_ATOL,
-        rtol=CORRECTNESS_RTOL,
-        msg=lambda m: f"dyn and trc forward outputs differ ({what}): {m}",
-    )
+def check_outputs(outs: dict[str, torch.Tensor], what: str) -> None:
+    """Every backend's forward output equals dyn's (fp32 tolerances)."""
+    for name, out in outs.items():
+        if name != "dyn":
+            torch.testing.assert_close(
+                outs["dyn"],
+                out,
+                atol=CORRECTNESS_ATOL,
+                rtol=CORRECTNESS_RTOL,
+                msg=lambda m, name=name: f"dyn and {name} forward outputs differ ({what}): {m}",
+            )
 
 
 @dataclass
 class Workload:
-    """A config's inputs and both backends, ready to run."""
+    """A config's inputs and its backends, ready to run."""
 
     cfg: BenchmarkConfig
     device: torch.device
     batches: Batches
     backends: list[Backend]
-    trc_skip_reason: str | None
+    skip_reasons: dict[str, str]  # each backend that does not run: why
     grads: GradSource
     check: bool
 
@@ -163,7 +173,7 @@ class Workload:
             if self.check:
                 outs[b.name] = out.detach()
         if self.check:
-            check_outputs(outs["dyn"], outs["trc"], f"train iteration {i}")
+            check_outputs(outs, f"train iteration {i}")
         return marks
 
     @torch.no_grad()
@@ -179,7 +189,7 @@ class Workload:
             if self.check:
                 outs[b.name] = out
         if self.check:
-            check_outputs(outs["dyn"], outs["trc"], f"eval iteration {i}")
+            check_outputs(outs, f"eval iteration {i}")
         return marks
 
     def set_training(self, training: bool) -> None:
@@ -192,13 +202,18 @@ class Workload:
 
 
 def prepare(cfg: BenchmarkConfig, opts: RunOptions) -> Workload:
-    """Generate every batch first (the cache is sized from them), then build both backends.
+    """Generate every batch first (the cache is sized from them), then build the backends.
 
-    On the CPU torch runs ``opts.cpu_threads`` threads, set before any work.
+    On the CPU torch runs ``opts.cpu_threads`` threads, set before any work. The backends of a
+    config run before in this process are collected first: one held in a reference cycle would
+    otherwise keep its GPU and host memory while this config's are built.
     """
     device = pick_device()
+    gc.collect()
     if device.type == "cpu":
         torch.set_num_threads(opts.cpu_threads)
+    else:
+        torch.cuda.empty_cache()
     caps = [c // 2 for c in cfg.caps] if opts.correctness else list(cfg.caps)
     batches = generate_batches(
         num_iterations=cfg.num_iterations,
@@ -211,27 +226,41 @@ def prepare(cfg: BenchmarkConfig, opts: RunOptions) -> Workload:
         seed=cfg.seed,
         device=device,
     )
+    hbm_rows = cfg.hbm_rows_per_table(batches.distinct_per_table)
     dyn = build_dynamic_tables(cfg, cfg.hbm_bytes_per_table(batches.distinct_per_table), device)
     backends = [Backend("dyn", dyn, prefetch=cfg.caching)]
-    skip_reason: str | None = "--no-torchrec"
-    if not opts.no_torchrec:
-        baseline = build_baseline(cfg, cfg.hbm_rows_per_table(batches.distinct_per_table), device)
-        skip_reason = baseline.skip_reason
-        if baseline.module is not None:
-            backends.append(Backend("trc", baseline.module))
-            if opts.correctness:
-                mirror_baseline_rows(baseline.module, dyn, cfg, cfg.seed)
-    if opts.correctness and len(backends) < 2:
-        raise BaselineRequired(f"correctness mode needs the baseline: {skip_reason}")
+    skip_reasons = dict(opts.left_out)
+    builders = {"trc": build_baseline, "nv": build_nvidia_tables}
+    for name in opts.backends[1:]:
+        built: Baseline = builders[name](cfg, hbm_rows, device)
+        if built.module is None:
+            skip_reasons[name] = built.skip_reason or "not built"
+        else:
+            backends.append(Backend(name, built.module))
+    if opts.correctness:
+        if len(backends) < 2:
+            reasons = "; ".join(f"{b}: {why}" for b, why in skip_reasons.items())
+            raise BaselineRequired(f"correctness mode needs a backend beside dyn: {reasons}")
+        mirror_rows(cfg, backends, device)
     return Workload(
         cfg=cfg,
         device=device,
         batches=batches,
         backends=backends,
-        trc_skip_reason=skip_reason,
+        skip_reasons=skip_reasons,
         grads=GradSource(cfg.seed + 1),
         check=opts.correctness,
     )
+
+
+def mirror_rows(cfg: BenchmarkConfig, backends: list[Backend], device: torch.device) -> None:
+    """Correctness mode: every backend starts from the same rows of ids [0, cap/2) (TBE's where
+    it runs, else drawn from the config's seed)."""
+    tbe = next((b.module for b in backends if b.name == "trc"), None)
+    receivers = [b for b in backends if b.name != "trc"]
+    for t, rows in enumerate(reference_rows(cfg, cfg.seed, device, tbe)):
+        for b in receivers:
+            ROW_LOADERS[b.name](b.module, t, rows)
 
 
 def warm_up(work: Workload) -> None:
@@ -281,7 +310,8 @@ def make_record(
     work: Workload, repeats: list[dict[str, PhaseTimes]], provenance: dict[str, Any]
 ) -> dict[str, Any]:
     """DESIGN.md's record: each flat ``<backend>_<phase>_ms`` is the median of its repeats,
-    which ``timings`` keeps with their summary."""
+    which ``timings`` keeps with their summary; a backend that did not run has nulls and its
+    ``<backend>_skip_reason``."""
     cfg, batches = work.cfg, work.batches
     record: dict[str, Any] = {
         "label": cfg.label,
@@ -303,7 +333,7 @@ def make_record(
         "num_iterations": cfg.num_iterations,
     }
     timings: dict[str, Any] = {}
-    for name in ("dyn", "trc"):
+    for name in BACKENDS:
         for phase in PHASES:
             metric = f"{name}_{phase}_ms"
             values = [getattr(r[name], f"{phase}_ms") for r in repeats if name in r]
@@ -313,7 +343,8 @@ def make_record(
             timings[metric] = timing_entry(values) if values else None
             record[metric] = timings[metric]["median"] if values else None
     record.update(library_versions())
-    record["trc_skip_reason"] = work.trc_skip_reason
+    for name in BACKENDS[1:]:
+        record[f"{name}_skip_reason"] = work.skip_reasons.get(name)
     record["status"] = "ok"
     record["repeats"] = len(repeats)
     record["timer"] = Stopwatch(work.device).timer
@@ -343,7 +374,7 @@ def run_timing(cfg: BenchmarkConfig, opts: RunOptions) -> dict[str, Any]:
 
 
 def _profiled_train_step(work: Workload, i: int, iteration_range: str) -> None:
-    """One iteration in DESIGN.md's layout: <iteration> > dyn|trc > forward|backward."""
+    """One iteration in DESIGN.md's layout: <iteration> > dyn|trc|nv > forward|backward."""
     indices, offsets = work.batches.indices[i], work.batches.offsets[i]
     with emit_range(iteration_range):
         for b in work.backends:

@@ -3,7 +3,8 @@
 The import closure of a start module follows every ``import`` statement, at
 module level or inside a function (a lazy import still runs on some path),
 into this project's own packages (``embprof``, ``dynemb``, ``benchmark``), and
-collects the top-level names of everything else outside the standard library.
+collects the top-level names of everything else outside the standard library
+(and :data:`BUILT_ELSEWHERE`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ REPO = Path(__file__).resolve().parents[1]
 OWN = {"embprof": REPO / "src", "dynemb": REPO / "src", "benchmark": REPO}
 # Modules whose distribution differs between the CPU and the CUDA build.
 ALTERNATIVES = {"fbgemm_gpu": {"fbgemm-gpu", "fbgemm-gpu-cpu"}}
+# Optional modules that no lock or environment provides, left out of every closure: NVIDIA's
+# dynamicemb is built from its source on the GPU host (../shared/upstream); without it the
+# benchmark suite skips its backend (nv) with the reason.
+BUILT_ELSEWHERE = frozenset({"dynamicemb"})
 
 
 def module_file(name: str) -> Path | None:
@@ -87,7 +92,7 @@ def third_party_imports(*start: str | Path) -> set[str]:
                 own = module_file(name)
                 if own is not None:
                     todo.append(own)
-            elif top and top not in sys.stdlib_module_names and top != "__future__":
+            elif top and top not in sys.stdlib_module_names and top not in {"__future__", *BUILT_ELSEWHERE}:
                 found.add(top)
     return found
 

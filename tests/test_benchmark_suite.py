@@ -102,7 +102,7 @@ def test_every_suite_runs_at_smoke_size_two_processes_append_to_one_file(tmp_pat
         )
         for extra, env in (
             (["-k", "TestGpu or TestCaching", "--results-file", str(results)], {}),
-            (["-k", "TestNoCaching or TestNoHbm"], {"BENCHMARK_RESULTS_FILE": str(results)}),
+            (["-k", "TestNoCaching or TestNoHbm", "--backends", "dyn,nv"], {"BENCHMARK_RESULTS_FILE": str(results)}),
         )
     ]
     for p in procs:
@@ -119,7 +119,12 @@ def test_every_suite_runs_at_smoke_size_two_processes_append_to_one_file(tmp_pat
             assert r[f"dyn_{phase}_ms"] > 0
         assert r["repeats"] == 10 and r["timer"] == "cpu_time"  # the smoke preset's repeats
         assert_repeats_add_up(r, "dyn")
-        if r["optimizer_type"] == "sgd":
+        # NVIDIA's dynamicemb needs CUDA: nulls and the reason, as for any backend that cannot run
+        assert r["nv_skip_reason"] == "NVIDIA dynamicemb runs on CUDA only"
+        assert all(r[f"nv_{p}_ms"] is None and r["timings"][f"nv_{p}_ms"] is None for p in ("forward", "backward", "train", "eval"))
+        if parse_label(r["label"]).mode in ("no_caching", "no_hbm"):  # --backends dyn,nv
+            assert r["trc_skip_reason"] == "not in --backends dyn,nv" and r["trc_train_ms"] is None
+        elif r["optimizer_type"] == "sgd":
             assert r["trc_skip_reason"] is None
             assert_repeats_add_up(r, "trc")
             assert r["trc_eval_ms"] > 0
@@ -140,7 +145,8 @@ def test_correctness_mode_passes_for_sgd_against_fbgemm(tmp_path: Path) -> None:
         "-k", "sgd or (TestGpu and adam)", "--results-file", str(tmp_path / "r.json"),
     )
     assert "5 passed, 1 skipped" in proc.stdout, proc.stdout[-2000:]
-    assert "correctness mode needs the baseline: fbgemm_gpu TBE has no adam on the CPU" in proc.stdout
+    assert ("correctness mode needs a backend beside dyn: trc: fbgemm_gpu TBE has no adam on the CPU; "
+            "nv: NVIDIA dynamicemb runs on CUDA only") in proc.stdout
 
 
 def _ncu_lines(*args: str) -> list[list[str]]:
@@ -170,16 +176,18 @@ def test_ncu_gen_prints_one_command_that_selects_exactly_its_config() -> None:
     assert collected("--preset", "seed", "--label", label) == [f"{SUITE}::TestCaching::{TEST}[{label}]"]
     assert collected(*[a for a in inner[4:] if a != "-q"]) == [f"{SUITE}::TestCaching::{TEST}[{label}]"]
 
-    plain = _ncu_lines("--label", "no_hbm")
+    plain = _ncu_lines("--label", "no_hbm", "--backends", "dyn,nv")
     assert len(plain) == 2
     for c in plain:
         assert "--kernel-name" not in c
+        assert c[c.index("--backends") + 1] == "dyn,nv"  # the profiled run runs the same backends
         assert [c[i + 1] for i, a in enumerate(c) if a == "--nvtx-include"] == ["ncu_iter/iter_0/"]
 
 
 def test_bad_options_fail_with_one_line() -> None:
     cases = [(["--profile", "torch"], "--trace-dir"), (["--num-iterations", "0"], "at least 1"),
-             (["--correctness", "--no-torchrec"], "baseline")]
+             (["--correctness", "--backends", "dyn"], "--correctness compares dyn with another backend"),
+             (["--backends", "trc,nv"], "leaves out dyn")]
     if not torch.cuda.is_available():
         cases += [(["--profile", "nsys"], "needs CUDA"), (["--profile", "ncu"], "needs CUDA")]
     for args, message in cases:

@@ -20,7 +20,7 @@ from benchmark.ncu import parse_iterations  # noqa: E402
 from benchmark.results import RESULT_FIELDS, append_record, read_records  # noqa: E402
 from benchmark.runner import check_outputs  # noqa: E402
 from embprof.errors import ContractError  # noqa: E402
-from embprof.results.timings import TIMING_METRICS, timing_entry  # noqa: E402
+from embprof.results.timings import RECORD_METRICS, timing_entry  # noqa: E402
 from embprof.workflow.provenance import collect_provenance  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -116,11 +116,11 @@ def test_ncu_iterations_parse() -> None:
             parse_iterations(bad, 10)
 
 
-def test_correctness_check_catches_a_difference() -> None:
+def test_correctness_check_catches_a_difference_from_dyn_in_any_backend() -> None:
     x = torch.randn(8, 4)
-    check_outputs(x, x + 1e-6, "same")
-    with pytest.raises(AssertionError, match="differ"):
-        check_outputs(x, x + 1e-2, "shifted")
+    check_outputs({"dyn": x, "trc": x + 1e-6, "nv": x - 1e-6}, "same")
+    with pytest.raises(AssertionError, match="dyn and nv forward outputs differ"):
+        check_outputs({"dyn": x, "trc": x + 1e-6, "nv": x + 1e-2}, "shifted")
 
 
 PROVENANCE = collect_provenance(ROOT, CPU, "torch")
@@ -128,7 +128,7 @@ PROVENANCE = collect_provenance(ROOT, CPU, "torch")
 
 def _record(label: str) -> dict:
     """A record the contract accepts: one repeat of dyn's train time, no other timing."""
-    timings = {m: None for m in TIMING_METRICS} | {"dyn_train_ms": timing_entry([1.5])}
+    timings = {m: None for m in RECORD_METRICS} | {"dyn_train_ms": timing_entry([1.5])}
     return {f: None for f in RESULT_FIELDS} | {
         "label": label, "status": "ok", "dyn_train_ms": 1.5, "repeats": 1, "timer": "cpu_time",
         "timings": timings,
@@ -212,11 +212,11 @@ def test_warm_up_trains_then_evaluates_every_batch_and_leaves_training_on() -> N
     from benchmark.runner import Backend, GradSource, Workload, warm_up
 
     batches = _batches()
-    modules = {name: _RecordingModule() for name in ("dyn", "trc")}
+    modules = {name: _RecordingModule() for name in ("dyn", "trc", "nv")}
     work = Workload(
         cfg=suite_configs("TestGpu", PRESETS["smoke"])[0], device=CPU, batches=batches,
         backends=[Backend(name, module) for name, module in modules.items()],
-        trc_skip_reason=None, grads=GradSource(1), check=False,
+        skip_reasons={}, grads=GradSource(1), check=False,
     )
     warm_up(work)
     for module in modules.values():

@@ -29,8 +29,9 @@ RESULT_FIELDS = (
     "caching", "cache_footprint_ratio", "pooling_mode", "num_embeddings_per_feature",
     "feature_distribution", "alpha", "max_hotness", "avg_n_unique", "avg_n_total",
     "num_iterations", "dyn_forward_ms", "dyn_backward_ms", "dyn_train_ms", "dyn_eval_ms",
-    "trc_forward_ms", "trc_backward_ms", "trc_train_ms", "trc_eval_ms", "torch_version",
-    "fbgemm_gpu_version", "torchrec_version", "trc_skip_reason", "status", "repeats", "timer",
+    "trc_forward_ms", "trc_backward_ms", "trc_train_ms", "trc_eval_ms", "nv_forward_ms",
+    "nv_backward_ms", "nv_train_ms", "nv_eval_ms", "torch_version", "fbgemm_gpu_version",
+    "torchrec_version", "trc_skip_reason", "nv_skip_reason", "status", "repeats", "timer",
     "timings", "provenance",
 )
 EC_RESULT_FIELDS = (

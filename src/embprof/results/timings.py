@@ -3,7 +3,9 @@
 A record's ``timings`` maps every metric (``dyn_train_ms``, ...) to its repeats
 and their summary, or to null where the backend did not run; the flat field of
 the same name holds the median. Records written before repeats existed have no
-``timings``: they read as one repeat of the flat value, with no spread.
+``timings``: they read as one repeat of the flat value, with no spread. Records
+written before NVIDIA's dynamicemb (``nv``) was a backend have no ``nv_*``
+metrics: they read as a backend that did not run.
 """
 
 from __future__ import annotations
@@ -15,9 +17,21 @@ from typing import Any
 from embprof.errors import ContractError
 from embprof.stats import summarize
 
-BACKENDS = ("dyn", "trc")
+# dyn: this project's library; trc: FBGEMM's TBE (what TorchRec runs); nv: NVIDIA's dynamicemb
+# (since issue 31). The order is the order a benchmark runs them in and a record lists them.
+BACKENDS = ("dyn", "trc", "nv")
 PHASES = ("forward", "backward", "train", "eval")
-TIMING_METRICS = tuple(f"{b}_{p}_ms" for b in BACKENDS for p in PHASES)
+
+
+def backend_metrics(*backends: str) -> tuple[str, ...]:
+    """``<backend>_<phase>_ms`` of each backend, phase by phase."""
+    return tuple(f"{b}_{p}_ms" for b in backends for p in PHASES)
+
+
+# What a new record's ``timings`` maps exactly (since issue 31, with nv's).
+RECORD_METRICS = backend_metrics(*BACKENDS)
+# dyn's and trc's: the metrics of records from issue 20 on, the columns the results database holds.
+TIMING_METRICS = backend_metrics("dyn", "trc")
 STAT_KEYS = ("median", "p90", "min", "max", "spread_pct")
 # What measured the times: CUDA events on a GPU, the process's CPU time on the CPU.
 TIMERS = ("cuda_events", "cpu_time")
@@ -62,9 +76,9 @@ def check_timings(record: Mapping[str, Any]) -> None:
         raise ContractError(f"record repeats must be an integer >= 1, got {repeats!r}")
     if record.get("timer") not in TIMERS:
         raise ContractError(f"record timer must be one of {TIMERS}, got {record.get('timer')!r}")
-    if not isinstance(timings, Mapping) or set(timings) != set(TIMING_METRICS):
-        raise ContractError(f"record timings must map exactly {list(TIMING_METRICS)}")
-    for metric in TIMING_METRICS:
+    if not isinstance(timings, Mapping) or set(timings) != set(RECORD_METRICS):
+        raise ContractError(f"record timings must map exactly {list(RECORD_METRICS)}")
+    for metric in RECORD_METRICS:
         entry, flat = timings[metric], record.get(metric)
         if entry is None:
             if flat is not None:
