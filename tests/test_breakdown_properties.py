@@ -35,10 +35,10 @@ CATS = load_categories()
 def _layout_name(rng: np.random.Generator, depth: int, follow: float, bare: bool) -> str:
     if bare:  # a thread that opens no context: stages and ops only
         return str(rng.choice([*STAGES, *OPS, "internal"]))
-    pool = [*LABELS, "nsys_iter_0", "nsys_iter_1", "dyn", "trc", "forward", "backward", *STAGES, *OPS, "internal"]
+    pool = [*LABELS, "nsys_iter_0", "nsys_iter_1", "dyn", "trc", "nv", "forward", "backward", *STAGES, *OPS, "internal"]
     if rng.random() > follow:
         return str(rng.choice(pool))
-    by_depth = [LABELS, ("nsys_iter_0", "nsys_iter_1", "nsys_iter_2"), ("dyn", "trc"), ("forward", "backward")]
+    by_depth = [LABELS, ("nsys_iter_0", "nsys_iter_1", "nsys_iter_2"), ("dyn", "trc", "nv"), ("forward", "backward")]
     if depth < len(by_depth):
         return str(rng.choice(by_depth[depth]))
     return str(rng.choice([*STAGES, *OPS, *OPS, "internal"]))

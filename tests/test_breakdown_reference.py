@@ -53,7 +53,7 @@ def _kind(name: str) -> str:
         return "config"
     if ITER_RE.match(name):
         return "iter"
-    if name in ("dyn", "trc"):
+    if name in ("dyn", "trc", "nv"):
         return "backend"
     if name in ("forward", "backward"):
         return "phase"

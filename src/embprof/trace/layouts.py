@@ -2,6 +2,6 @@
 the command's help lists the layouts without loading the attribution)."""
 
 LAYOUTS = ("default", "any")
-BACKENDS = ("dyn", "trc")
+BACKENDS = ("dyn", "trc", "nv")
 PHASES = ("forward", "backward")
 ANY_BACKEND = ANY_PHASE = "all"
