@@ -37,9 +37,11 @@ from embprof.workflow.preflight import SuiteFacts, results_problems, run_problem
 from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.settings import record_settings
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
+from embprof.workflow.suite import make_suite
 from embprof.workflow.validation import invalid_config, validate_config
 
-# The checkout this workflow lives in: its benchmark suite is what the profiles run.
+# The checkout this workflow lives in: its benchmark suite is what the profiles run, unless
+# the config names another (`suite`).
 WORKFLOW_ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent
 sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package (its sizes, no torch)
 PACKAGE = Path(embprof.__file__).parent
@@ -52,7 +54,12 @@ try:
     validate_config(config)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
-_PROBLEMS = run_problems(config, SuiteFacts(preset_labels, select_problem, inputs_problem), L, host_memory_bytes())
+SUITE = make_suite(
+    WORKFLOW_ROOT, config["suite"], config["suite_args"], config["suite_env"], config["suite_launcher"], check=False
+)
+_PROBLEMS = run_problems(
+    config, SuiteFacts(preset_labels, select_problem, inputs_problem), L, host_memory_bytes(), SUITE
+)
 if _PROBLEMS:
     raise WorkflowError(str(invalid_config(_PROBLEMS)))
 _BROKEN = results_problems(L)
@@ -72,7 +79,7 @@ if PROFILER == "nsys" and NSYS is None:
 NSYS_ARG = f"--nsys {shlex.quote(NSYS)}" if NSYS else ""
 # Relative to the working directory, so that a checkout elsewhere with its results beside
 # it (same code, another path) re-runs nothing; "." when run from the checkout itself.
-SUITE_ARG = f"--suite-root {shlex.quote(os.path.relpath(WORKFLOW_ROOT))}"
+SUITE_ARG = shlex.join(SUITE.options(relative_to="."))
 # Defaults ship with the package; the working directory's config/ overrides them (the
 # commands resolve the same files by themselves; the digests re-run on an edit).
 CATEGORIES = config_file(KERNEL_CATEGORIES)
@@ -98,7 +105,11 @@ CODE = {
     "database": [*_BASE, "cli/db.py"],
 }
 DIGEST = {step: code_digest(paths, root=PACKAGE) for step, paths in CODE.items()}
-DIGEST["measured"] = code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)
+DIGEST["measured"] = (
+    code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)
+    if SUITE.own
+    else code_digest(sorted(p.name for p in SUITE.root.glob("*.py")), root=SUITE.root)
+)
 # The figure pages load the plotly.js that plotly.py ships: a new plotly writes it again.
 PLOTLY_VERSION = importlib.metadata.version("plotly")
 # An overriding file re-runs its step as an edit of the code would.
@@ -143,6 +154,18 @@ def get_test_id(wildcards):
 
 # Size options shape the labels, so collection and every run of a config pass them alike.
 SIZE_ARGS = [f"--total-cap={config['total_cap']}"] if config["total_cap"] else []
+# Which suite runs, and with what: part of every setting of the steps that run it (none for this
+# project's suite as it always ran, so its results folders keep their settings).
+SUITE_SETTINGS = {
+    key: value
+    for key, value in (
+        ("suite", None if SUITE.own else SUITE.file.name),
+        ("suite_args", list(SUITE.args)),
+        ("suite_env", dict(SUITE.env)),
+        ("suite_launcher", list(SUITE.launcher)),
+    )
+    if value
+}
 
 
 def get_run_settings(label):
@@ -202,9 +225,14 @@ SETTINGS = {
         "select": config["select"],
         "labels": config["labels"],
         "size_args": SIZE_ARGS,
+        **SUITE_SETTINGS,
     },
-    "profile": lambda label: {**_run_settings(label, "profile_iterations"), "profiler": PROFILER},
-    "timing": lambda label: {**_run_settings(label, "num_iterations"), "repeats": get_run_settings(label)["repeats"]},
+    "profile": lambda label: {**_run_settings(label, "profile_iterations"), "profiler": PROFILER, **SUITE_SETTINGS},
+    "timing": lambda label: {
+        **_run_settings(label, "num_iterations"),
+        "repeats": get_run_settings(label)["repeats"],
+        **SUITE_SETTINGS,
+    },
     "breakdown": lambda label: {"kernel_categories": TABLE_DIGEST["breakdown"]},
     "bandwidth": lambda label: {"bandwidth_table": TABLE_DIGEST["bandwidth"]},
     "environment": lambda label: {"preset": config["preset"], "profiler": PROFILER},

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from embprof.errors import ConfigError, ContractError
+from embprof.errors import ConfigError, ContractError, SuiteError
 from embprof.results.configs import BenchConfig, read_configs, write_configs
 from embprof.results.steps import StepRecord, merge_status
-from embprof.workflow.benchcli import nsys_profile_command, timing_command
+from embprof.workflow.benchcli import collect_command, nsys_profile_command, timing_command, torch_profile_command
 from embprof.workflow.configs import code_digest, overrides_for, parse_collected, select_by_labels
 from embprof.workflow.profiler import PIN_VARIABLE, cuda_gpu_present, find_nsys, resolve_profiler
 from embprof.workflow.runner import StepContext, _publish_record, run_and_publish
 from embprof.workflow.steps import log_tail, run_streaming
+from embprof.workflow.suite import make_suite
 from embprof.workflow.validation import validate_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,7 +139,7 @@ def test_run_and_publish(tmp_path: Path, code: str, make_file: bool, ok: bool, r
         code = f"open({str(produced)!r}, 'w').write('data')"
     published, failed = [], []
     record = run_and_publish(
-        StepContext("profile", GPU, "t", "log.txt"), [sys.executable, "-c", code], produced,
+        StepContext("profile", GPU, "t", "log.txt", make_suite(REPO)), [sys.executable, "-c", code], produced,
         publish=published.append, write_failed=lambda: failed.append(True),
     )
     assert record.ok is ok and reason in record.reason
@@ -202,20 +203,52 @@ def test_profiler_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_benchmark_commands_follow_the_suite_contract() -> None:
-    timing = timing_command("t::x[L]", "smoke", "out.json", num_iterations=3, torchrec=False,
-                            extra_args=["--num-tables=1"], python="py")
-    assert timing[:4] == ["py", "-m", "pytest", "t::x[L]"]
+    own = make_suite(REPO)
+    timing = timing_command(own, "t::x[L]", "smoke", "out.json", num_iterations=3, torchrec=False,
+                            extra_args=["--num-tables=1"])
+    assert timing[:4] == [sys.executable, "-m", "pytest", "t::x[L]"]
     for option in (["--preset", "smoke"], ["-o", "timeout=0"], ["-p", "no:cacheprovider"],
                    ["--num-iterations", "3"], ["--results-file", "out.json"]):
         i = timing.index(option[0])
         assert timing[i:i + 2] == option
     assert "--no-torchrec" in timing and "--num-tables=1" in timing and "--repeats" not in timing
-    repeated = timing_command("t::x[L]", "smoke", "out.json", repeats=9)
+    repeated = timing_command(own, "t::x[L]", "smoke", "out.json", repeats=9)
     assert repeated[repeated.index("--repeats") + 1] == "9"
-    nsys = nsys_profile_command("/opt/nsys", "results/traces/L", "t::x[L]", "seed", python="py")
+    nsys = nsys_profile_command("/opt/nsys", "results/traces/L", own, "t::x[L]", "seed")
     assert nsys[:2] == ["/opt/nsys", "profile"]
     assert "--capture-range=cudaProfilerApi" in nsys and "--trace=cuda,nvtx" in nsys
     assert nsys[nsys.index("-o") + 1] == "results/traces/L" and nsys[-2:] == ["--profile", "nsys"]
+
+
+def test_another_suites_commands_take_its_launcher_args_and_no_options_of_ours(tmp_path: Path) -> None:
+    """NVIDIA's suite: no --preset, --repeats or --results-file (its record goes to $BENCHMARK_RESULTS_FILE),
+    its own arguments everywhere, the launcher for runs and not for collection, in its own folder."""
+    file = tmp_path / "corelib" / "bench" / "suite.py"
+    file.parent.mkdir(parents=True)
+    file.write_text("def test_x(): pass\n")
+    other = make_suite(REPO, file, ["--num-tables=4"], {"PYTHONPATH": "..:$PYTHONPATH"},
+                       "-m torch.distributed.run --nproc_per_node 1")
+    assert other.root == file.parent and other.target == "suite.py" and not other.own
+    timing = timing_command(other, "suite.py::test_x[L]", "smoke", "out.json", num_iterations=3)
+    assert timing[:5] == [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1"]
+    assert timing[5:9] == ["-m", "pytest", "--rootdir=.", "suite.py::test_x[L]"]
+    assert "--num-tables=4" in timing and "--num-iterations" in timing
+    assert not {"--preset", "--results-file", "--repeats"} & set(timing)
+    with pytest.raises(SuiteError, match="takes no --repeats"):
+        timing_command(other, "suite.py::test_x[L]", "smoke", "out.json", repeats=3)
+    with pytest.raises(SuiteError, match="torch profiler needs this project's suite"):
+        torch_profile_command(other, "suite.py::test_x[L]", "smoke", "traces")
+    collect = collect_command(other, "smoke", "TestGpu")
+    assert collect[:5] == [sys.executable, "-m", "pytest", "--rootdir=.", "suite.py"] and "--preset" not in collect
+    assert collect[-2:] == ["-k", "TestGpu"] and "--num-tables=4" in collect
+    nsys = nsys_profile_command("/opt/nsys", "t/L", other, "suite.py::test_x[L]", "smoke")
+    assert nsys[nsys.index("torch.distributed.run") + 3:][:4] == ["-m", "pytest", "--rootdir=.", "suite.py::test_x[L]"]
+    assert other.environment()["PYTHONPATH"] == "..:" + os.environ.get("PYTHONPATH", "")
+    assert other.options() == ["--suite", str(file), "--suite-arg=--num-tables=4",
+                               "--suite-env=PYTHONPATH=..:$PYTHONPATH",
+                               "--launcher", "-m torch.distributed.run --nproc_per_node 1"][:2] + [
+        "--suite-arg=--num-tables=4", "--suite-env=PYTHONPATH=..:$PYTHONPATH",
+        "--launcher", "-m torch.distributed.run --nproc_per_node 1"]
 
 
 def _run_script(name: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:

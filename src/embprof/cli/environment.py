@@ -1,6 +1,6 @@
 """Record the machine and software versions of this run: environment.json.
 
-    embprof environment --preset smoke --profiler torch [--nsys PATH] [--suite-root CHECKOUT] \
+    embprof environment --preset smoke --profiler torch [--nsys PATH] [SUITE OPTIONS] \
         --out results/environment.json [results/timing/LABEL.json ...]
 
 Timing files (benchmark records) give the device the benchmark ran on and the
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embprof.cli.options import add_suite_root
+from embprof.cli.options import add_suite, suite_of
 
 HELP = "record the machine and versions of this run"
 
@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nsys", default=None)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("timing", nargs="*", type=Path, help="timing files: JSON lists of benchmark records")
-    add_suite_root(parser)
+    add_suite(parser)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -32,5 +32,5 @@ def run(args: argparse.Namespace) -> None:
     from embprof.workflow.environment import describe_environment
 
     records = [record for path in args.timing for record in read_records(path)]
-    env = describe_environment(args.preset, args.profiler, args.nsys, records, args.suite_root)
+    env = describe_environment(args.preset, args.profiler, args.nsys, records, suite_of(args, check=False).root)
     write_environment(args.out, env)

@@ -6,11 +6,37 @@ import argparse
 from pathlib import Path
 
 
-def add_suite_root(parser: argparse.ArgumentParser) -> None:
+def add_suite(parser: argparse.ArgumentParser) -> None:
+    """Which suite runs, and with what (docs/workflow.md, "Another suite")."""
     parser.add_argument(
         "--suite-root", type=Path, default=Path("."),
-        help="the checkout that holds benchmark/ (default: the working directory); the benchmark runs there",
+        help="the checkout that holds this project's benchmark/ (default: the working directory); it runs there",
     )
+    parser.add_argument(
+        "--suite", type=Path, default=None,
+        help="another suite's pytest file, which keeps the reference system's contract; it runs in its folder",
+    )
+    parser.add_argument("--suite-arg", action="append", default=[], help="passed to every pytest run of the suite")
+    parser.add_argument("--suite-env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set in the environment of the suite's processes (repeatable)")
+    parser.add_argument("--launcher", default=None,
+                        help="a command that runs a Python module, '-m pytest ...' appended, for the suite's runs; "
+                             "one that starts with -m is run by this interpreter (e.g. "
+                             "'-m torch.distributed.run --nproc_per_node 1'); default: this interpreter")
+
+
+def suite_of(args: argparse.Namespace, check: bool = True):
+    """The :class:`~embprof.workflow.suite.Suite` the options name (``check``: it must exist)."""
+    from embprof.errors import ConfigError
+    from embprof.workflow.suite import make_suite
+
+    env = {}
+    for pair in args.suite_env:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            raise ConfigError(f"--suite-env must be NAME=VALUE, got {pair!r}")
+        env[name] = value
+    return make_suite(args.suite_root, args.suite, args.suite_arg, env, args.launcher, check=check)
 
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@
     embprof profile --test-id ID --label LABEL --preset smoke --profiler torch \
         --trace results/traces/LABEL.kineto.json.gz --record results/steps/profile/LABEL.json \
         [--log LOG] [--nsys PATH] [--num-iterations N] [--no-torchrec] [--extra-arg=ARG ...] \
-        [--suite-root CHECKOUT]
+        [SUITE OPTIONS: see embprof collect]
 
 A benchmark crash is data: the trace is left empty and the record says
 failed, with the log tail, so the other configs and the report go on.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embprof.cli.options import add_run_options, add_step, add_suite_root
+from embprof.cli.options import add_run_options, add_step, add_suite, suite_of
 
 HELP = "profile one config (one profiler process)"
 
@@ -25,14 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profiler", required=True, choices=["nsys", "torch"])
     parser.add_argument("--nsys", default=None, help="nsys binary (profiler nsys)")
     parser.add_argument("--trace", type=Path, required=True, help="the trace to write")
-    add_suite_root(parser)
+    add_suite(parser)
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.workflow.benchcli import suite_root
     from embprof.workflow.runner import RunOptions, StepContext, profile_config
 
-    ctx = StepContext("profile", args.label, args.test_id, args.log, suite_root(args.suite_root))
+    ctx = StepContext("profile", args.label, args.test_id, args.log, suite_of(args))
     options = RunOptions(args.preset, args.num_iterations, not args.no_torchrec, tuple(args.extra_arg))
     record = profile_config(ctx, options, args.profiler, args.trace.resolve(), args.nsys)
     record.write(args.record)

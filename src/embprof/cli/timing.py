@@ -3,7 +3,7 @@
     embprof timing --test-id ID --label LABEL --preset smoke \
         --out results/timing/LABEL.json --record results/steps/timing/LABEL.json \
         [--log LOG] [--num-iterations N] [--repeats R] [--no-torchrec] [--extra-arg=ARG ...] \
-        [--suite-root CHECKOUT]
+        [SUITE OPTIONS: see embprof collect]
 
 A benchmark crash is data: the output is an empty list and the record says
 failed, with the log tail.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from embprof.cli.options import add_run_options, add_step, add_suite_root
+from embprof.cli.options import add_run_options, add_step, add_suite, suite_of
 from embprof.errors import ConfigError
 
 HELP = "time one config, unprofiled (its benchmark record)"
@@ -28,14 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="timed passes over the batches (the benchmark's --repeats; default: its own)",
     )
     parser.add_argument("--out", type=Path, required=True, help="the timing file to write")
-    add_suite_root(parser)
+    add_suite(parser)
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.workflow.benchcli import suite_root
     from embprof.workflow.runner import RunOptions, StepContext, time_config
 
-    ctx = StepContext("timing", args.label, args.test_id, args.log, suite_root(args.suite_root))
+    ctx = StepContext("timing", args.label, args.test_id, args.log, suite_of(args))
     if args.repeats is not None and args.repeats < 1:
         raise ConfigError(f"--repeats must be at least 1, got {args.repeats}")
     options = RunOptions(args.preset, args.num_iterations, not args.no_torchrec, tuple(args.extra_arg))

@@ -6,12 +6,12 @@ import re
 import subprocess
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from embprof.errors import ConfigError, SuiteError
 from embprof.results.configs import BenchConfig
-from embprof.workflow.benchcli import SUITE, collect_command, suite_env
+from embprof.workflow.benchcli import collect_command
 from embprof.workflow.configs import parse_collected, select_by_labels
+from embprof.workflow.suite import Suite
 
 NO_TESTS_COLLECTED = 5
 _USAGE = re.compile(r"^ERROR: (.+)$", re.M)
@@ -29,17 +29,19 @@ def pytest_cause(output: str) -> str:
 
 
 def collect_configs(
-    root: Path, preset: str, select: str | None, labels: Sequence[str], extra_args: Sequence[str]
+    suite: Suite, preset: str, select: str | None, labels: Sequence[str], extra_args: Sequence[str]
 ) -> list[BenchConfig]:
-    """The configs of the suite in ``root`` that ``select`` (a ``-k`` expression) and ``labels``
+    """The configs of ``suite`` that ``select`` (a ``-k`` expression) and ``labels``
     (substrings, any of them) keep; pytest's output goes to stdout (the rule's log)."""
-    command = collect_command(preset, select, SUITE, extra_args=extra_args)
+    command = collect_command(suite, preset, select, extra_args=extra_args)
     print("+", " ".join(command), flush=True)
     done = subprocess.run(
-        command, capture_output=True, text=True, check=False, cwd=root, env=suite_env(root)
+        command, capture_output=True, text=True, check=False, cwd=suite.root, env=suite.environment()
     )
     sys.stdout.write(done.stdout + done.stderr)
     if done.returncode == NO_TESTS_COLLECTED:
+        if not select:
+            raise SuiteError(f"{suite.file}: collects no tests")
         raise ConfigError(f"no benchmark configs match select={select!r}")
     if done.returncode != 0:
         cause = pytest_cause(done.stdout + done.stderr) or "see its output above"
@@ -49,5 +51,7 @@ def collect_configs(
     except ValueError as exc:
         raise SuiteError(str(exc)) from None
     if not configs:
+        if not select and not labels:
+            raise SuiteError(f"{suite.file}: none of its tests is a config (no test id ends in [<config label>])")
         raise ConfigError(f"no benchmark configs match select={select!r} labels={list(labels)}")
     return configs

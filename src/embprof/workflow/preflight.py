@@ -25,6 +25,7 @@ from embprof.results.configs import read_configs
 from embprof.results.layout import ResultsLayout
 from embprof.results.records import read_results
 from embprof.results.steps import read_status
+from embprof.workflow.suite import Suite, suite_problems
 
 
 @dataclass(frozen=True)
@@ -86,14 +87,45 @@ def label_problems(config: Mapping[str, Any], suite_labels: Callable[[str, int |
 
 
 def run_problems(
-    config: Mapping[str, Any], suite: SuiteFacts, results: ResultsLayout, memory: int | None
+    config: Mapping[str, Any], suite: SuiteFacts, results: ResultsLayout, memory: int | None,
+    runs: Suite | None = None,
 ) -> list[str]:
-    """Every problem of a schema-valid config that would make its jobs fail, one line each."""
-    problem = suite.select_problem(config["select"]) if config["select"] else None
-    problems = [f"select: {problem}"] if problem else []
-    problems += label_problems(config, suite.labels)
-    problems += iteration_problems(config, suite.inputs_problem, memory)
+    """Every problem of a schema-valid config that would make its jobs fail, one line each.
+
+    ``runs``: the suite the config names (None or this project's: ``suite``'s facts apply);
+    another suite is checked from its source and against the keys only this project's suite takes.
+    """
+    if runs is not None and not runs.own:
+        problems = other_suite_problems(config, runs, results)
+    else:
+        problem = suite.select_problem(config["select"]) if config["select"] else None
+        problems = [f"select: {problem}"] if problem else []
+        problems += label_problems(config, suite.labels)
+        problems += iteration_problems(config, suite.inputs_problem, memory)
     problems += [p for p in (compare_to_problem(config["compare_to"], results),) if p]
+    return problems
+
+
+def other_suite_problems(config: Mapping[str, Any], suite: Suite, results: ResultsLayout) -> list[str]:
+    """Another suite: its file (:func:`~embprof.workflow.suite.suite_problems`), and the keys it cannot honour.
+
+    A missing file is no problem where the results folder already lists its configs: a
+    host that draws a copied results folder has no copy of the suite, and runs nothing of it.
+    """
+    file_problems = suite_problems(suite.file)
+    if not suite.file.exists() and results.configs.exists():
+        file_problems = []
+    problems = file_problems
+    if config["total_cap"] is not None:
+        problems.append("total_cap: only this project's suite takes --total-cap; another suite sizes its own "
+                        "tables (pass its options in suite_args, or edit a copy of it)")
+    repeats = [f"overrides.{k}.repeats" for k, v in config["overrides"].items() if v.get("repeats") is not None]
+    if config["repeats"] is not None or repeats:
+        keys = ", ".join((["repeats"] if config["repeats"] is not None else []) + repeats)
+        problems.append(f"{keys}: only this project's suite repeats its timed passes; another suite times one pass")
+    if config["profiler"] == "torch":
+        problems.append("profiler: torch needs this project's suite (another suite's --profile torch writes "
+                        "traces of another layout); use nsys")
     return problems
 
 

@@ -146,10 +146,12 @@ def host_load() -> tuple[dict[str, Any], dict[str, str]]:
 
 
 def collect_provenance(
-    root: str | os.PathLike[str], device: Any = None, kernel_path: str | None = None
+    root: str | os.PathLike[str], device: Any = None, kernel_path: str | None = None,
+    kernel_path_reason: str = "no benchmark ran here (dynemb's kernel path is the benchmark's to record)",
 ) -> dict[str, Any]:
     """Every provenance field for a run of the checkout at ``root`` on ``device`` (a torch device,
-    None where no benchmark runs here); ``kernel_path`` from ``dynemb.kernels.kernel_path``."""
+    None where no benchmark runs here); ``kernel_path`` from ``dynemb.kernels.kernel_path``, else
+    why there is none."""
     values: dict[str, Any] = {"started_at": datetime.now(UTC).isoformat(timespec="seconds")}
     reasons: dict[str, str] = {}
     torch_values, torch_reasons, index, uuid = _torch_state(device)
@@ -158,7 +160,7 @@ def collect_provenance(
         reasons.update(why)
     values["kernel_path"] = kernel_path
     if kernel_path is None:
-        reasons["kernel_path"] = "no benchmark ran here (dynemb's kernel path is the benchmark's to record)"
+        reasons["kernel_path"] = kernel_path_reason
     values["triton"] = package_version("triton", "pytorch-triton")
     if values["triton"] is None:
         reasons["triton"] = "triton is not installed"

@@ -20,24 +20,21 @@ from embprof.errors import ConfigError, ContractError
 from embprof.results.layout import TRACE_SUFFIX
 from embprof.results.records import read_results, write_results
 from embprof.results.steps import StepRecord
-from embprof.workflow.benchcli import (
-    nsys_profile_command,
-    suite_env,
-    timing_command,
-    torch_profile_command,
-)
+from embprof.workflow.benchcli import nsys_profile_command, timing_command, torch_profile_command
+from embprof.workflow.provenance import collect_provenance
 from embprof.workflow.steps import mark_failed_output, run_streaming
+from embprof.workflow.suite import RESULTS_ENV, Suite
 
 
 @dataclass(frozen=True)
 class StepContext:
-    """One config's step; the benchmark runs in ``suite_root``, the checkout that holds the suite."""
+    """One config's step; the benchmark runs where ``suite`` says (:class:`~embprof.workflow.suite.Suite`)."""
 
     step: str
     label: str
     test_id: str
     log: str | None
-    suite_root: Path = Path(".")
+    suite: Suite
 
 
 @contextmanager
@@ -58,15 +55,17 @@ def run_and_publish(
     produced: Path,
     publish: Callable[[Path], None],
     write_failed: Callable[[], None],
+    env: dict[str, str] | None = None,
 ) -> StepRecord:
-    """Run ``command``; when it succeeds and ``produced`` exists, ``publish(produced)``.
+    """Run ``command`` (``env``: set beside the suite's environment); when it succeeds and
+    ``produced`` exists, ``publish(produced)``.
 
     ``publish`` may raise :class:`ContractError` when the file breaks the contract;
     that, a non-zero exit, or a missing file becomes a failed record and
     ``write_failed()`` leaves the declared output in its failed form.
     """
     print("+", " ".join(command), flush=True)
-    returncode, tail = run_streaming(command, env=suite_env(ctx.suite_root), cwd=ctx.suite_root)
+    returncode, tail = run_streaming(command, env={**ctx.suite.environment(), **(env or {})}, cwd=ctx.suite.root)
     reason = ""
     if returncode != 0:
         reason = f"benchmark exited with {returncode}"
@@ -117,10 +116,10 @@ def profile_config(
         produced = scratch / f"{ctx.label}{suffix}"
         if profiler == "nsys":
             command = nsys_profile_command(
-                str(nsys), str(scratch / ctx.label), ctx.test_id, **options.as_kwargs()
+                str(nsys), str(scratch / ctx.label), ctx.suite, ctx.test_id, **options.as_kwargs()
             )
         else:
-            command = torch_profile_command(ctx.test_id, trace_dir=str(scratch), **options.as_kwargs())
+            command = torch_profile_command(ctx.suite, ctx.test_id, trace_dir=str(scratch), **options.as_kwargs())
         return run_and_publish(
             ctx, command, produced,
             publish=lambda path: os.replace(path, trace),
@@ -133,25 +132,47 @@ def time_config(
 ) -> StepRecord:
     """The normal timed run of one config: ``out`` holds its one record, or ``[]`` when it failed.
 
-    ``repeats``: timed passes (the benchmark's own default where None).
+    ``repeats``: timed passes (the benchmark's own default where None). This project's
+    suite records its provenance itself; another suite's record gets the provenance
+    taken here as its run starts, on the machine that runs it (DESIGN.md, "Provenance").
     """
     with scratch_dir(out, "timing", ctx.label) as scratch:
         produced = scratch / f"{ctx.label}.json"
         command = timing_command(
-            ctx.test_id, results_file=str(produced), repeats=repeats, **options.as_kwargs()
+            ctx.suite, ctx.test_id, results_file=str(produced), repeats=repeats, **options.as_kwargs()
         )
+        provenance = None if ctx.suite.own else suite_provenance(ctx.suite)
         return run_and_publish(
             ctx, command, produced,
-            publish=lambda path: _publish_record(path, ctx.label, out),
+            publish=lambda path: _publish_record(path, ctx.label, out, provenance),
             write_failed=lambda: write_json(out, []),
+            env={RESULTS_ENV: str(produced)},
         )
 
 
-def _publish_record(produced: Path, label: str, out: Path) -> None:
-    """The benchmark's file must hold exactly one record of this config; a broken one fails the step."""
+def suite_provenance(suite: Suite) -> dict:
+    """The provenance of a run of another suite: its checkout's commit, this host's GPU (the first
+    CUDA device, which the suite's one process uses) and load."""
+    return collect_provenance(suite.root, device=_first_cuda_device(),
+                              kernel_path_reason=f"{suite.file.name} is not this project's suite: it records no kernel path")
+
+
+def _first_cuda_device() -> str | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return "cuda:0" if torch.cuda.is_available() else None
+
+
+def _publish_record(produced: Path, label: str, out: Path, provenance: dict | None = None) -> None:
+    """The benchmark's file must hold exactly one record of this config; a broken one fails the step.
+    ``provenance``: added to a record that has none."""
     records = read_results(produced)
     if len(records) != 1:
         raise ContractError(f"{produced.name} must hold a list with one record")
     if records[0].get("label") != label:
         raise ContractError(f"record label {records[0].get('label')!r} is not {label!r}")
+    if provenance is not None and "provenance" not in records[0]:
+        records[0]["provenance"] = provenance
     write_results(out, records)
