@@ -1,7 +1,7 @@
 """Publish a GPU run as the committed example: the figures and the report drawn from its measured
 files, the example's folder replaced wholesale, the docs' figures rewritten from it.
 
-    python tools/publish_example.py OUT/results.tgz [--example examples/h200] [--cores 2]
+    python tools/publish_example.py OUT/results.tgz [--example examples/h200] [--cores 2] [--screenshot PNG]
 
 ``results.tgz`` is what ``tools/gpu_host/run_example.sh`` packed on the GPU host
 (``results/`` without its traces). On this machine, which has a browser:
@@ -42,6 +42,8 @@ from embprof.results.provenance import read_provenance  # noqa: E402
 
 # What a published example holds from the run (the rest of results/ is scratch or traces).
 MEASURED = ("benchmark_results.json", "environment.json", "configs.tsv", "peak_bandwidth.json", "opcalls", "bandwidth")
+# What a run may hold besides: the breakdowns users already have, beside ours (reference_breakdowns.sh).
+MEASURED_IF_PRESENT = ("crosscheck",)
 DRAWN = ("report",)
 KEPT = ("README.md", "config.yaml")  # the example's own texts: its README's figures are generated
 SCREENSHOT = ROOT / "docs/img/report_h200.png"
@@ -129,7 +131,8 @@ def assemble(workdir: Path, example: Path, stage: Path) -> None:
     """The new example folder: the run's measured and drawn files, CHECKS.md, the example's own texts."""
     stage.mkdir()
     results = workdir / "results"
-    for name in (*MEASURED, *DRAWN):
+    present = [name for name in MEASURED_IF_PRESENT if (results / name).exists()]
+    for name in (*MEASURED, *present, *DRAWN):
         source = results / name
         (shutil.copytree if source.is_dir() else shutil.copy2)(source, stage / name)
     shutil.copy2(workdir / "CHECKS.md", stage / "CHECKS.md")
@@ -184,9 +187,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("archive", type=Path, help="run_example.sh's results.tgz")
     parser.add_argument("--example", type=Path, default=ROOT / "examples/h200", help="the example folder to replace")
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--screenshot", type=Path, default=SCREENSHOT,
+                        help="where the report's first screen goes (default: the README's picture)")
     args = parser.parse_args(argv)
     try:
-        commit = publish(args.archive, args.example, args.cores, head=_git("rev-parse", "HEAD"))
+        commit = publish(args.archive, args.example, args.cores, head=_git("rev-parse", "HEAD"),
+                         screenshot_to=args.screenshot)
     except PublishError as error:
         print(f"publish_example: {error}", file=sys.stderr)
         return 1

@@ -6,6 +6,7 @@
 #   tar xzf results.tgz && snakemake --cores 1 report --configfile CONFIG
 # draws the figures and the report from the measured files (nothing re-runs:
 # Snakemake does not redo steps whose outputs exist when only their traces are gone).
+# EXTRA_CONFIG: more `--config` items (e.g. "select=TestGpu" for a part of the configs first).
 # Stopped part-way (a lease's time limit), the same call continues: finished
 # steps stay done and an interrupted one runs again (--rerun-incomplete); after
 # a kill that left Snakemake's lock, `python3 -m snakemake --unlock` first.
@@ -20,7 +21,7 @@ export PYTHONUNBUFFERED=1
 cores=$(nproc)
 # GPU jobs run one at a time (timing asks for every core already); CPU steps in parallel.
 python3 -m snakemake measure --cores "$cores" --set-threads profile="$cores" --keep-going --rerun-incomplete \
-    --configfile "$config" --config "nsys=$NSYS" > "$out/snakemake.log" 2>&1
+    --configfile "$config" --config "nsys=$NSYS" ${EXTRA_CONFIG:-} > "$out/snakemake.log" 2>&1
 rc=$?
 tail -n 25 "$out/snakemake.log"
 tar czf "$out/results.tgz" --exclude='results/traces' --exclude='results/sqlite' results

@@ -9,6 +9,9 @@
   train ms of the same config.
 - DynamicEmb against TBE per suite, beside the reference system's published
   H100 ratios.
+- Where the run holds them (``results/crosscheck/``), each config's per-op rows
+  against Nsight Systems' ``nvtx_kern_sum`` and NVIDIA's ``nsys_breakdown.py`` on
+  the same trace (:mod:`embprof.report.crosscheck`).
 
     embprof checks results/ --out examples/h200/CHECKS.md
 """
@@ -21,6 +24,7 @@ import pandas as pd
 
 from embprof.labels import parse_label
 from embprof.report.budget import overhead_pct
+from embprof.report.crosscheck import crosscheck, crosscheck_markdown
 from embprof.results.busy import read_busy
 from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
@@ -130,4 +134,5 @@ def checks_markdown(results_dir: Path) -> str:
         + "\n## DynamicEmb against TBE, beside the reference system\n\n"
         "Train ms per iteration, dyn / trc, with NVIDIA dynamicemb's published H100 ratio where there is "
         "one.\n\n" + _md(against_reference(records), "{:.2f}")
+        + "".join("\n" + part for part in (crosscheck_markdown(crosscheck(results_dir, labels)),) if part)
     )

@@ -133,28 +133,35 @@ def time_config(
     """The normal timed run of one config: ``out`` holds its one record, or ``[]`` when it failed.
 
     ``repeats``: timed passes (the benchmark's own default where None). This project's
-    suite records its provenance itself; another suite's record gets the provenance
-    taken here as its run starts, on the machine that runs it (DESIGN.md, "Provenance").
+    suite records its provenance and device itself; another suite's record gets, where
+    it has none, the provenance taken here as its run starts, on the machine that runs
+    it, and the device its one process used (DESIGN.md, "Provenance").
     """
     with scratch_dir(out, "timing", ctx.label) as scratch:
         produced = scratch / f"{ctx.label}.json"
         command = timing_command(
             ctx.suite, ctx.test_id, results_file=str(produced), repeats=repeats, **options.as_kwargs()
         )
-        provenance = None if ctx.suite.own else suite_provenance(ctx.suite)
+        completion = None if ctx.suite.own else suite_completion(ctx.suite)
         return run_and_publish(
             ctx, command, produced,
-            publish=lambda path: _publish_record(path, ctx.label, out, provenance),
+            publish=lambda path: _publish_record(path, ctx.label, out, completion),
             write_failed=lambda: write_json(out, []),
             env={RESULTS_ENV: str(produced)},
         )
 
 
-def suite_provenance(suite: Suite) -> dict:
-    """The provenance of a run of another suite: its checkout's commit, this host's GPU (the first
-    CUDA device, which the suite's one process uses) and load."""
-    return collect_provenance(suite.root, device=_first_cuda_device(),
-                              kernel_path_reason=f"{suite.file.name} is not this project's suite: it records no kernel path")
+def suite_completion(suite: Suite) -> dict:
+    """What another suite's record lacks of the contract and this step can know as the run starts:
+    the device (the first CUDA device, which the suite's one process uses, else the CPU) and the
+    provenance (its checkout's commit, this host's GPU and load)."""
+    device = _first_cuda_device()
+    return {
+        "device": device or "cpu",
+        "provenance": collect_provenance(
+            suite.root, device=device,
+            kernel_path_reason=f"{suite.file.name} is not this project's suite: it records no kernel path"),
+    }
 
 
 def _first_cuda_device() -> str | None:
@@ -165,14 +172,14 @@ def _first_cuda_device() -> str | None:
     return "cuda:0" if torch.cuda.is_available() else None
 
 
-def _publish_record(produced: Path, label: str, out: Path, provenance: dict | None = None) -> None:
+def _publish_record(produced: Path, label: str, out: Path, completion: dict | None = None) -> None:
     """The benchmark's file must hold exactly one record of this config; a broken one fails the step.
-    ``provenance``: added to a record that has none."""
+    ``completion``: fields added to a record that lacks them."""
     records = read_results(produced)
     if len(records) != 1:
         raise ContractError(f"{produced.name} must hold a list with one record")
     if records[0].get("label") != label:
         raise ContractError(f"record label {records[0].get('label')!r} is not {label!r}")
-    if provenance is not None and "provenance" not in records[0]:
-        records[0]["provenance"] = provenance
+    for field, value in (completion or {}).items():
+        records[0].setdefault(field, value)
     write_results(out, records)
