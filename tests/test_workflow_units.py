@@ -14,7 +14,12 @@ import pytest
 from embprof.errors import ConfigError, ContractError, SuiteError
 from embprof.results.configs import BenchConfig, read_configs, write_configs
 from embprof.results.steps import StepRecord, merge_status
-from embprof.workflow.benchcli import collect_command, nsys_profile_command, timing_command, torch_profile_command
+from embprof.workflow.benchcli import (
+    collect_command,
+    nsys_profile_command,
+    timing_command,
+    torch_profile_command,
+)
 from embprof.workflow.configs import code_digest, overrides_for, parse_collected, select_by_labels
 from embprof.workflow.profiler import PIN_VARIABLE, cuda_gpu_present, find_nsys, resolve_profiler
 from embprof.workflow.runner import StepContext, _publish_record, run_and_publish
