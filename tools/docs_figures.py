@@ -209,6 +209,33 @@ def per_op(before: str, after: str, label: str, floor: str = "0.01") -> str:
     return _table(["phase", "op", "before", "after"], rows, numeric_from=2)
 
 
+def crosscheck(dir: str) -> str:  # noqa: A002 - the marker's word
+    """Per config of an example: its ops, the largest difference of any op's ms from Nsight Systems'
+    nvtx_kern_sum and NVIDIA's nsys_breakdown.py on the same trace (embprof.report.crosscheck), and
+    the dyn ms per iteration of the backward's ops (the ones launched on PyTorch's autograd thread)."""
+    from embprof.report.crosscheck import crosscheck as compare
+    from embprof.results.opcalls import read_opcalls
+
+    try:
+        configs = (ROOT / dir / "configs.tsv").read_text().splitlines()[1:]
+        table = compare(ROOT / dir, [line.split("\t")[1] for line in configs])
+    except Exception as error:  # noqa: BLE001 - any unreadable file is one line for the writer of the docs
+        raise FigureError(f"{dir}: {error}") from None
+    if table.empty:
+        raise FigureError(f"{dir}: no config with both tools' breakdowns in crosscheck/")
+    records = _records(f"{dir}/benchmark_results.json")
+    labels = {r["label"]: key for key, r in records.items()}
+    rows = []
+    for key in _ordered({labels[label] for label in set(table["label"])}):
+        label = records[key]["label"]
+        part = table[table["label"] == label]
+        ops = read_opcalls(ROOT / dir / "opcalls" / f"opcalls__{label}.csv")
+        backward = ops[(ops["backend"] == "dyn") & (ops["phase"] == "backward")]["avg_ms_per_iter"].sum()
+        rows.append([_config_name(key), str(len(part)), f"{int(part['agrees'].sum())}",
+                     f"{part['max_rel_diff'].max():.4%}", _ms(backward, 3), _ms(_busy_ms(f"{dir}/opcalls", label).get("dyn"), 3)])
+    return _table(["config", "ops", "agree within 0.5%", "largest difference", "dyn backward ms", "dyn GPU-busy ms"], rows)
+
+
 def example_run(dir: str) -> str:  # noqa: A002 - the marker's word
     """One line: where and when an example's files were measured, from its environment.json (and the
     records' provenance)."""
@@ -259,6 +286,7 @@ TABLES: dict[str, Callable[..., str]] = {
     "bench-runs": bench_runs,
     "host-traffic": host_traffic,
     "per-op": per_op,
+    "crosscheck": crosscheck,
 }
 
 
