@@ -16,9 +16,17 @@ import pytest
 from test_breakdown_reference import assert_matches, expected, raw_from_kineto, raw_from_sqlite
 
 from embprof.cli import main as embprof
+from embprof.report.crosscheck import (
+    TOLERANCE,
+    crosscheck,
+    crosscheck_markdown,
+    ours_per_op,
+    read_nsys_breakdown,
+    read_nvtx_kern_sum,
+)
 from embprof.results.opcalls import COLUMNS as CSV_COLUMNS
 from embprof.results.opcalls import read_opcalls as read_opcalls_csv
-from embprof.trace import breakdown, run_breakdown
+from embprof.trace import breakdown, run_breakdown, write_outputs
 from embprof.trace.categories import load_categories
 from embprof.trace.names import short_kernel_name
 
@@ -482,6 +490,54 @@ def test_autograd_worker_kernels_take_the_main_threads_context(tmp_path):
     assert worker_launched > 0
     assert counted * result.num_iters == in_backward
     assert result.dropped_ambiguous == 0
+
+
+NVIDIA = DATA / "nsys" / "h200_nvidia_testgpu_sgd_nsys2025.3.sqlite"
+NVIDIA_LABEL = "T10_totalB1048570_D128_sgd_gpu_pool=none_cap=1677721"
+CROSSCHECK = DATA / "crosscheck"
+
+
+def test_nvidias_backward_on_the_autograd_thread_is_counted_as_its_own_tools_count_it():
+    """A real trace of NVIDIA's suite (TestGpu sgd, 3 iterations, H200): its backward's op ranges sit on
+    PyTorch's autograd thread, which holds no context of its own; per op the breakdown equals Nsight
+    Systems' nvtx_kern_sum and NVIDIA's nsys_breakdown.py, both run on this export on the GPU host."""
+    (result,) = run_breakdown([NVIDIA]).values()
+    assert result.label == NVIDIA_LABEL and result.num_iters == 3
+    assert_matches({NVIDIA_LABEL: result}, expected([raw_from_sqlite(NVIDIA)], "default", CATS.of))
+    on_bare_thread = {name for (name,) in _sql(NVIDIA, """
+        SELECT DISTINCT coalesce(s.value, n.text) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId
+        WHERE n.eventType = 59 AND n.globalTid NOT IN (
+            SELECT globalTid FROM NVTX_EVENTS m LEFT JOIN StringIds t ON t.id = m.textId
+            WHERE coalesce(t.value, m.text) LIKE 'T10_totalB%')""")}
+    assert {"op:reduce_grads", "op:optimizer_update_fused"} <= on_bare_thread
+    rows = result.rows
+    backward = set(rows.loc[(rows["backend"] == "dyn") & (rows["phase"] == "backward"), "op"])
+    assert {"reduce_grads", "optimizer_update_fused"} <= backward
+    inclusive, innermost = ours_per_op(rows)
+    by_range = read_nvtx_kern_sum(CROSSCHECK / "h200_nvidia_testgpu_sgd_nvtx_kern_sum.csv")
+    by_script = read_nsys_breakdown(CROSSCHECK / "h200_nvidia_testgpu_sgd_nsys_breakdown.csv")
+    assert set(by_range) == set(inclusive) and set(by_script) == set(innermost)
+    for op, ms in by_range.items():
+        assert inclusive[op] == pytest.approx(ms, rel=TOLERANCE), op
+    for op, ms in by_script.items():
+        assert innermost[op] == pytest.approx(ms, rel=TOLERANCE, abs=1e-4), op  # it writes 4 decimals
+    assert result.dropped_ambiguous == 0
+
+
+def test_the_crosscheck_names_an_op_that_disagrees(tmp_path):
+    """The check can fail: a copy of NVIDIA's script's output with one op's time 1% off."""
+    results = tmp_path / "results"
+    (results / "crosscheck").mkdir(parents=True)
+    (results / "opcalls").mkdir()
+    write_outputs(run_breakdown([NVIDIA]), results / "opcalls")
+    shutil.copy(CROSSCHECK / "h200_nvidia_testgpu_sgd_nvtx_kern_sum.csv",
+                results / "crosscheck" / f"nvtx_kern_sum__{NVIDIA_LABEL}.csv")
+    script = pd.read_csv(CROSSCHECK / "h200_nvidia_testgpu_sgd_nsys_breakdown.csv", keep_default_na=False)
+    script.loc[script["op"] == "reduce_grads", "total_ms"] *= 1.01
+    script.to_csv(results / "crosscheck" / f"nsys_breakdown__{NVIDIA_LABEL}.csv", index=False)
+    table = crosscheck(results, [NVIDIA_LABEL])
+    assert list(table.loc[~table["agrees"], "op"]) == ["reduce_grads"]
+    assert "| reduce_grads |" in crosscheck_markdown(table) and "**no**" in crosscheck_markdown(table)
 
 
 def test_kineto_ranges_split_across_threads(tmp_path):
