@@ -106,7 +106,7 @@ class SlotArrays(NamedTuple):
         )
 
     def with_pending(self) -> SlotArrays:
-        """These arrays with the pending scratch, allocated if not yet (28 bytes per slot)."""
+        """These arrays with the pending scratch, allocated if not yet."""
         if self.pending is not None:
             return self
         length, device = self.keys.numel(), self.keys.device
