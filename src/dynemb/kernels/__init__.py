@@ -7,7 +7,8 @@ imported lazily so a CPU-only install never needs Triton). Their operands are th
 so that it runs the Triton function of the same name instead when its first argument (a tensor, or a bundle
 whose first field is one) is a CUDA tensor and Triton imports; ``DYNEMB_KERNELS=torch`` forces the torch path
 everywhere (the "before" of a speed comparison, or a way to rule the kernels out). The two give the same
-result up to float summation order.
+result up to float summation order. Steps take their arguments by position (the dispatcher makes a batch's
+strided 1-D tensors dense for the kernels).
 
 A Triton step that fails (say, a Triton version without some feature cannot compile it) raises before it
 launches and before anything is written, so the step reruns in torch; it is reported once (a
