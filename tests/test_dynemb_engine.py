@@ -295,7 +295,7 @@ def test_host_rows_kernels_cannot_reach_move_through_copies(monkeypatch: pytest.
     with pytest.warns(RuntimeWarning, match="pinned copies"):
         copied = BatchedDynamicEmbeddingTables(options, optimizer, PoolingMode.NONE, device=device, learning_rate=0.1)
     (group, _), = copied.engine.groups
-    assert not group.storage.rows.mapped and mapped.engine.groups[0][0].storage.rows.mapped
+    assert not group.storage.mapped and mapped.engine.groups[0][0].storage.mapped
     for ids, offsets in _batches(len(options), count=6):
         ids, offsets = ids.to(device), offsets.to(device)
         outputs = [tables(ids, offsets) for tables in (copied, mapped)]

@@ -12,6 +12,7 @@ shuffled order, as a GPU may run them.
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from dynemb import (
 from dynemb.hash_table import BucketedHashTable, BucketMap
 from dynemb.hashing import seed_word
 from dynemb.kernels import torch_ops
-from dynemb.kernels.operands import DrawTables, RowParts
+from dynemb.kernels.operands import Access, DrawTables, OptimizerArgs, RowParts
 from dynemb.optimizers import OptimizerParams, initial_state, state_width
 
 CUDA = torch.cuda.is_available()
@@ -158,7 +159,7 @@ def test_bucket_map_places_device_buckets_first() -> None:
 def test_find_matches_torch_with_collisions_and_evictions(num_buckets: int, bucket_capacity: int) -> None:
     table, queries = _filled_table(num_buckets, bucket_capacity, seed=num_buckets * 100 + bucket_capacity)
     assert table.occupied.all(dim=1).any(), "some bucket must be full for the probe to run past it"
-    args = (queries, None, None, 0, table.bucket_tensors, table._keys, table._occupied, table._scores, bucket_capacity, 0, False, False, table._keys, table._keys)
+    args = (table.arrays, queries, None, None, 0, None)
     expected = torch_ops.find(*args)
     assert (expected[0] >= 0).any() and (expected[0] < 0).any()
     for ours, reference in zip(triton_ops.find(*args), expected, strict=True):
@@ -180,16 +181,14 @@ def test_batch_find_over_tables_matches_torch(add_counts: bool) -> None:
     owner = torch.tensor([0] * 30 + [2] * 25 + [3] * 41, device=DEVICE)
     results = []
     for ops in (torch_ops, triton_ops):
-        scores = table._scores.clone()
+        scores = table.arrays.scores.clone()
         hits, misses = torch.zeros(4, dtype=torch.int64, device=DEVICE), torch.zeros(4, dtype=torch.int64, device=DEVICE)
-        slots, buckets = ops.find(
-            indices, None, offsets, 2, table.bucket_tensors, table._keys, table._occupied, scores, cap, 42, add_counts, True, hits, misses,
-        )
-        keyed = ops.find(indices, owner, None, 0, table.bucket_tensors, table._keys, table._occupied, table._scores, cap, 0, False, False, hits, hits)
+        slots, buckets = ops.find(table.arrays._replace(scores=scores), indices, None, offsets, 2, Access(42, add_counts, hits, misses))
+        keyed = ops.find(table.arrays, indices, owner, None, 0, None)
         results.append((slots, buckets, *keyed, scores[:-1], hits, misses))
     slots, buckets = results[0][:2]
     assert (slots >= 0).any() and (slots < 0).any()
-    assert torch.equal(buckets, torch_ops.table_buckets(indices, owner, table.bucket_tensors))
+    assert torch.equal(buckets, torch_ops.table_buckets(indices, owner, table.arrays.maps))
     assert torch.equal(results[0][2], slots) and torch.equal(results[0][3], buckets), "a given table finds what the offsets find"
     assert torch.equal(results[0][5] + results[0][6], torch.tensor([30, 0, 25, 41], device=DEVICE))
     for ours, reference in zip(results[1], results[0], strict=True):
@@ -244,13 +243,13 @@ def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
 @pytest.mark.parametrize("optimizer", list(EmbOptimType))
 def test_reduce_and_update_matches_torch(optimizer: EmbOptimType) -> None:
     case = _random_update_case(optimizer, seed=list(EmbOptimType).index(optimizer))
-    args = (case["grouped_slots"], case["order"], case["index_grads"], case["params"], 3)
+    args = (case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs(optimizer, case["params"], 3))
     total = case["rows"].shape[0]
     results = {}
     for split in (total, 0, 57):  # every row on the device, every row in host memory, split
         expected, actual = _split(case["rows"], split), _split(case["rows"], split)
-        torch_ops.reduce_and_update(optimizer, expected, *args)
-        triton_ops.reduce_and_update(optimizer, actual, *args)
+        torch_ops.reduce_and_update(expected, *args)
+        triton_ops.reduce_and_update(actual, *args)
         results[split] = (_joined(expected), _joined(actual))
     expected, actual = results[total]
     assert not torch.equal(expected[:-1], case["rows"][:-1]), "the update must change rows"
@@ -261,7 +260,7 @@ def test_reduce_and_update_matches_torch(optimizer: EmbOptimType) -> None:
         torch.testing.assert_close(results[split][1][:-1], actual[:-1], rtol=0, atol=0)
     # Sorted int32 slots, as the groups pass them, give the same rows.
     int32_rows = _split(case["rows"], 57)
-    triton_ops.reduce_and_update(optimizer, int32_rows, case["grouped_slots"].to(torch.int32), *args[1:])
+    triton_ops.reduce_and_update(int32_rows, case["grouped_slots"].to(torch.int32), *args[1:])
     torch.testing.assert_close(_joined(int32_rows)[:-1], actual[:-1], rtol=0, atol=0)
 
 
@@ -306,13 +305,13 @@ def test_reduce_and_update_over_block_edges_matches_torch(
         slots = torch.sort(torch.randperm(capacity, generator=generator)[: counts.numel()]).values
         slots[0] = -1  # ids that found no slot come first
         case = _grouped_case(optimizer, slots, counts, dim, capacity, generator)
-        args = (case["order"], case["index_grads"], case["params"], 3)
+        args = (case["order"], case["index_grads"], OptimizerArgs(optimizer, case["params"], 3))
         expected = _split(case["rows"], capacity + 1)
-        torch_ops.reduce_and_update(optimizer, expected, case["grouped_slots"], *args)
+        torch_ops.reduce_and_update(expected, case["grouped_slots"], *args)
         assert not torch.equal(expected.device[:-1], case["rows"][:-1]), "the update must change rows"
         split = int(slots[counts.numel() // 2])
         for dtype, rows in ((torch.int64, _split(case["rows"], capacity + 1)), (torch.int32, _split(case["rows"], split))):
-            triton_ops.reduce_and_update(optimizer, rows, case["grouped_slots"].to(dtype), *args)
+            triton_ops.reduce_and_update(rows, case["grouped_slots"].to(dtype), *args)
             # A hot id sums hundreds of rows in another order than torch's (whose sum errs more, by float64): its
             # squares in the Adagrad state differ by ~1e-5.
             torch.testing.assert_close(_joined(rows)[:-1], expected.device[:-1], rtol=1e-4, atol=1e-4)
@@ -439,17 +438,31 @@ def test_a_step_that_failed_after_writing_is_not_rerun(monkeypatch: pytest.Monke
     from dynemb.kernels import triton_ops as compiled_ops
 
     def half_done(*args: object) -> None:
-        raise compiled_ops.PartialUpdateError("second kernel failed")
+        raise kernels.PartialUpdateError("second kernel failed")
 
     monkeypatch.setattr(kernels, "use_triton", lambda tensor: True)
     monkeypatch.setattr(kernels, "_FAILED", set())
     monkeypatch.setattr(compiled_ops, "reduce_and_update", half_done)
     case = _random_update_case(EmbOptimType.EXACT_SGD, seed=0)
     rows = case["rows"].clone()
-    with pytest.raises(compiled_ops.PartialUpdateError):
+    with pytest.raises(kernels.PartialUpdateError):
         parts = RowParts(rows, rows, rows.shape[0], rows.shape[0] - 1)
-        kernels.reduce_and_update(EmbOptimType.EXACT_SGD, parts, case["grouped_slots"], case["order"], case["index_grads"], case["params"], 1)
+        kernels.reduce_and_update(parts, case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs(EmbOptimType.EXACT_SGD, case["params"], 1))
     assert torch.equal(rows, case["rows"]), "the torch path must not run after a partial update"
+
+
+def test_each_step_has_one_signature_on_both_paths() -> None:
+    """The dispatcher runs a step's Triton function with the arguments of its torch function: they must agree."""
+    pytest.importorskip("triton")
+    import dynemb.kernels as kernels
+    from dynemb.kernels import triton_ops as compiled_ops
+
+    for name in kernels.STEPS:
+        reference = inspect.signature(getattr(torch_ops, name))
+        assert inspect.signature(getattr(compiled_ops, name)) == reference, name
+        assert inspect.signature(getattr(kernels, name)) == reference, name
+        first = next(iter(reference.parameters.values()))
+        assert first.annotation in ("torch.Tensor", "SlotArrays", "RowParts"), f"{name}: the dispatcher reads the device of its first argument"
 
 
 def test_insert_reads_per_key_or_per_bucket_rows_alike(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -479,11 +492,9 @@ def test_place_keys_matches_torch(num_buckets: int, bucket_capacity: int) -> Non
         scores = torch.arange(keys.numel(), device=DEVICE) + 50
         sorted_buckets, order = torch.sort(table.find(keys)[1], stable=True)
         rank = torch.arange(keys.numel(), device=DEVICE) - torch.searchsorted(sorted_buckets, sorted_buckets)
-        protected = table._protected.clone()
+        protected = table.arrays.protected.clone()
         protected[torch.randperm(table.capacity, generator=generator)[: table.capacity // 3].to(DEVICE)] = True
-        slots, mask, evicted_keys, evicted_scores = ops.place_keys(
-            sorted_buckets, rank, order, keys, scores, table._keys, table._scores, table._occupied, protected, bucket_capacity,
-        )
+        slots, mask, evicted_keys, evicted_scores = ops.place_keys(table.arrays._replace(protected=protected), sorted_buckets, rank, order, keys, scores)
         results.append((slots, mask, evicted_keys[mask], evicted_scores[mask], table.keys.clone(), table.scores.clone(), table.occupied.clone()))
     expected_slots, expected_mask = results[0][:2]
     assert (expected_slots < 0).any() and expected_mask.any(), "the case must refuse and evict"
@@ -497,26 +508,21 @@ def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: i
     parts = _split(rows, split)
     hits = torch.zeros(table.map.num_tables, dtype=torch.int64, device=DEVICE)
     misses, evictions = torch.zeros_like(hits), torch.zeros_like(hits)
-    pending = table.pending
+    index = table.arrays.with_pending()
+    access = Access(7, lfu, hits, misses)
     device_rows = parts if split > parts.spare else None
-    slots, buckets, owners, entry, out, (reps, count) = ops.find_or_claim(
-        indices, offsets, (offsets.numel() - 1) // table.map.num_tables, table.bucket_tensors, table._keys, table._occupied,
-        table._scores, table.bucket_capacity, 7, lfu, True, hits, misses, pending, table._protected, device_rows, 4,
-    )
-    claimed = pending.keys.clone()
-    protected = table._protected.clone()
-    ops.place_new(reps, count, buckets, entry, owners, pending, table._occupied, table._scores, table._protected, evictions, table.bucket_capacity)
+    found = ops.find_or_claim(index, indices, offsets, (offsets.numel() - 1) // table.map.num_tables, access, True, device_rows, 4)
+    claimed = index.pending.keys.clone()
+    protected = index.protected.clone()
+    ops.place_new(index, found, evictions)
     draws = DrawTables(
         torch.tensor([seed_word(1), seed_word(2)], device=DEVICE), torch.tensor([-0.5, 1.0], device=DEVICE), torch.tensor([1.0, 0.0], device=DEVICE),
     )
     fresh = torch.zeros(indices.numel(), 4, device=DEVICE)
-    ops.write_new(
-        reps, count, indices, entry, owners, pending, table._keys, table._scores, table._occupied, table._protected, parts, draws, 0.25, 4, 7,
-        lfu, slots, fresh,
-    )
-    assert protected[:-1].sum() > 0 and not table._protected.any(), "the find protects the batch's slots, the write releases them"
-    state = (table._keys.clone(), table._scores.clone(), table._occupied.clone(), hits, misses, evictions)
-    return slots, entry, out, fresh, claimed, state, _joined(parts), pending
+    ops.write_new(index, found, indices, access, parts, draws, 0.25, fresh)
+    assert protected[:-1].sum() > 0 and not index.protected.any(), "the find protects the batch's slots, the write releases them"
+    state = (index.keys.clone(), index.scores.clone(), index.occupied.clone(), hits, misses, evictions)
+    return found.slots, found.entry, found.read, fresh, claimed, state, _joined(parts), index.pending
 
 
 @kernels_here

@@ -42,6 +42,7 @@ import torch
 from dynemb import kernels
 from dynemb.hash_table import BucketMap, Evicted
 from dynemb.initializers import GroupInitializer, Initializer
+from dynemb.kernels.operands import Access, OptimizerArgs
 from dynemb.layout import Layout
 from dynemb.optimizers import OptimizerParams, initial_state, state_fill
 from dynemb.options import (
@@ -115,11 +116,10 @@ class TableGroup:
         self.hits = torch.zeros(len(options), dtype=torch.int64, device=device)
         self.misses = torch.zeros_like(self.hits)
         self.evictions = torch.zeros_like(self.hits)
-        self.slot_dtype = torch.int32 if self.front.index.capacity < 2**31 else torch.int64
         # Without a cache, and with initial values kernels can draw inline, a step's new ids are inserted
         # without the host learning how many there are: the step never waits for the device.
         drawable = self.initializer.draws is not None and self.eval_initializer.draws is not None
-        self.on_device = self.cache is None and drawable and self.storage.rows.mapped
+        self.on_device = self.cache is None and drawable and self.storage.mapped
         self.state_fill = state_fill(optimizer, params)
         # The reference system's op names: a cache's find and insert are cache_lookup and cache_insert_evict.
         self.find_op = "storage_find" if self.cache is None else "cache_lookup"
@@ -132,6 +132,10 @@ class TableGroup:
 
     def mode(self, table: int) -> StorageMode:
         return self.layouts[table].mode
+
+    def _access(self) -> Access:
+        """How this step's training lookups record what they touch: scores by the policy's clock, hits, misses."""
+        return Access(self.scores.clock, self.counts_accesses, self.hits, self.misses)
 
     # --- training and eval lookups ----------------------------------------------------------------------
 
@@ -164,37 +168,29 @@ class TableGroup:
         """``lookup`` without a host sync: the find carries each absent id into a pending row of its bucket, the
         insert runs over the batch or to a count only the device knows (``BucketedHashTable.insert_new``), and
         fills in the absent indices' values and slots. Backward sorts the slots (they changed after any sort here)."""
-        index, rows = self.storage.index, self.storage.rows
+        access = self._access()
         with op_range(self.find_op):
-            slots, buckets, table, entry, per_index, new = index.find_or_claim(
-                batch.indices, batch.offsets, batch.batch_size, True, self.scores.clock, self.counts_accesses, self.hits, self.misses,
-                claim=True, **self._fused_read(pooling),
-            )
-        per_index = self._read_host_rows(slots, per_index)
-        fresh = self._fresh_target(per_index, slots)
+            found = self.storage.find_or_claim(batch, access, claim=True, columns=self._fused_read(pooling))
+        per_index = self._read_host_rows(found.slots, found.read)
+        fresh = self._fresh_target(per_index, found.slots)
         with op_range(self.insert_op):
-            index.insert_new(
-                slots, buckets, entry, new, table, batch.indices, self.evictions, rows.parts(), self.initializer.draws, self.state_fill,
-                self.dim, self.scores.clock, self.counts_accesses, fresh,
-            )
+            self.storage.insert_new(found, batch.indices, access, self.evictions, self.initializer.draws, self.state_fill, fresh)
         with op_range("gather_embedding"):
-            output = self._output(per_index, slots, batch, pooling, fresh)
-        return output, BatchPlan(batch, slots, self.version, None, False)
+            output = self._output(per_index, found.slots, batch, pooling, fresh)
+        return output, BatchPlan(batch, found.slots, self.version, None, False)
 
-    def _fused_read(self, pooling: PoolingMode) -> dict:
-        """The find's own read of each index's embedding: for pooling NONE from device rows (else none)."""
-        rows = self.front.rows
-        return {"rows": rows.parts(), "columns": self.dim} if pooling is PoolingMode.NONE and rows.device_only else {}
+    def _fused_read(self, pooling: PoolingMode) -> int:
+        """Columns the find reads of each index's embedding itself: for pooling NONE (from device rows only)."""
+        return self.dim if pooling is PoolingMode.NONE else 0
 
     def _read_host_rows(self, slots: torch.Tensor, per_index: torch.Tensor | None) -> torch.Tensor | None:
         """Per-index rows where some live in host memory (each distinct row read once, by a sort of the slots)."""
-        rows = self.front.rows
-        if rows.device_only:
+        if self.front.device_only:
             return per_index
         with op_range("segmented_unique"):
-            ordered = torch.sort(slots.to(self.slot_dtype))
+            ordered = torch.sort(slots.to(self.front.slot_dtype))
         with op_range("gather_embedding"):
-            return rows.gather_unique(*ordered, self.dim)
+            return self.front.gather_unique(*ordered, self.dim)
 
     def _fresh_target(self, per_index: torch.Tensor | None, slots: torch.Tensor) -> torch.Tensor:
         """Where absent indices' initial values go: their per-index rows, else a scratch the pooling reads for
@@ -205,18 +201,14 @@ class TableGroup:
 
     def _eval_on_device(self, batch: GroupBatch, pooling: PoolingMode) -> torch.Tensor:
         """``eval_lookup`` without a host sync: unknown ids' eval values are drawn in place."""
-        index = self.storage.index
         with op_range(self.find_op):
-            slots, _, table, _, per_index, _ = index.find_or_claim(
-                batch.indices, batch.offsets, batch.batch_size, False, 0, False, self.hits, self.misses, claim=False,
-                **self._fused_read(pooling),
-            )
-        per_index = self._read_host_rows(slots, per_index)
+            found = self.storage.find_or_claim(batch, None, claim=False, columns=self._fused_read(pooling))
+        per_index = self._read_host_rows(found.slots, found.read)
         with op_range("initializer"):
-            fresh = self._fresh_target(per_index, slots)
-            kernels.fresh_rows(batch.indices, slots, table, self.eval_initializer.draws, fresh)
+            fresh = self._fresh_target(per_index, found.slots)
+            kernels.fresh_rows(batch.indices, found.slots, found.table, self.eval_initializer.draws, fresh)
         with op_range("gather_embedding"):
-            return self._output(per_index, slots, batch, pooling, fresh)
+            return self._output(per_index, found.slots, batch, pooling, fresh)
 
     def eval_lookup(self, batch: GroupBatch, pooling: PoolingMode) -> torch.Tensor:
         """Eval forward: stored rows, the eval initializer's values for unknown ids; nothing inserted, no score or
@@ -226,7 +218,7 @@ class TableGroup:
         slots, _, per_index, _, missing = self._find_and_read(batch, pooling, touch=False)
         if missing.numel():
             if per_index is None:
-                per_index = self.front.rows.gather(slots, self.dim)
+                per_index = self.front.gather(slots, self.dim)
             keys = batch.indices[missing]
             table = self._table_of(missing, batch)
             with op_range("initializer"):
@@ -234,7 +226,7 @@ class TableGroup:
             if self.cache is not None:
                 with op_range("storage_find"):
                     stored = self.storage.find(keys, table)
-                    rows = torch.where((stored >= 0).unsqueeze(1), self.storage.rows.gather(stored, self.dim), rows)
+                    rows = torch.where((stored >= 0).unsqueeze(1), self.storage.gather(stored, self.dim), rows)
             per_index[missing] = rows
         with op_range("gather_embedding"):
             return self._output(per_index, slots, batch, pooling)
@@ -249,20 +241,18 @@ class TableGroup:
         host sync of a batch without new ids), so the GPU reads while the host waits.
         """
         with op_range(self.find_op):
-            slots, buckets = self.front.index.find_batch(
-                batch.indices, batch.offsets, batch.batch_size, touch, self.scores.clock, self.counts_accesses, self.hits, self.misses,
-            )
+            slots, buckets = self.front.find_batch(batch, self._access() if touch else None)
         per_index = ordered = None
-        rows = self.front.rows
-        if read and not rows.device_only:
+        front = self.front
+        if read and not front.device_only:
             # Host rows: each distinct row read once, by the slots' sort (which backward reuses).
             with op_range("segmented_unique"):
-                ordered = torch.sort(slots.to(self.slot_dtype))
+                ordered = torch.sort(slots.to(front.slot_dtype))
             with op_range("gather_embedding"):
-                per_index = rows.gather_unique(*ordered, self.dim)
+                per_index = front.gather_unique(*ordered, self.dim)
         elif read and pooling is PoolingMode.NONE:
             with op_range("gather_embedding"):
-                per_index = rows.gather(slots, self.dim)
+                per_index = front.gather(slots, self.dim)
         with op_range("flagged_compact"):
             missing = torch.nonzero(slots < 0).squeeze(1)
         return slots, buckets, per_index, ordered, missing
@@ -292,12 +282,12 @@ class TableGroup:
         fresh, scores = self._incoming(new_keys, table, uses)
         with op_range(self.insert_op):
             identity = torch.arange(new_keys.numel(), device=self.device)
-            new_slots, evicted = self.front.index.insert_sorted(new_buckets, identity, new_keys, scores, protect=slots)
+            new_slots, evicted = self.front.insert_sorted(new_buckets, identity, new_keys, scores, protect=slots)
             self.evictions.index_add_(0, table, evicted.mask.to(torch.int64))
         if self.cache is not None:
             self._write_back(evicted, table)  # before the new rows take the evicted ids' slots
         with op_range("store_to_flat"):
-            self.front.rows.scatter(new_slots, fresh)
+            self.front.scatter(new_slots, fresh)
         slots[missing] = new_slots[inverse]
         spilled = self.cache is not None and self._keep_outside(new_keys, table, new_slots, fresh, scores)
         # Ids whose bucket was full of this batch's ids (slot -1) are used with these values.
@@ -319,10 +309,10 @@ class TableGroup:
             return rows, self.scores.for_new(uses)
         with op_range("storage_find"):
             stored = self.storage.find(keys, table)
-            rows = self.storage.rows.gather(stored)
+            rows = self.storage.gather(stored)
         with op_range("initializer"):
             rows = torch.where((stored >= 0).unsqueeze(1), rows, self._initial_rows(keys, table))
-        return rows, self.scores.for_new(uses, self.storage.index.slot_scores(stored))
+        return rows, self.scores.for_new(uses, self.storage.slot_scores(stored))
 
     def _write_back(self, evicted: Evicted, table: torch.Tensor) -> None:
         """Write the rows (with optimizer state) of ids a cache insert evicted to storage."""
@@ -330,7 +320,7 @@ class TableGroup:
             real = torch.nonzero(evicted.mask).squeeze(1)
         if real.numel():
             with op_range("load_from_flat"):
-                rows = self.front.rows.gather(evicted.slots[real])
+                rows = self.front.gather(evicted.slots[real])
             with op_range("storage_insert"):
                 self.storage.upsert(evicted.keys[real], table[real], rows, evicted.scores[real])
 
@@ -351,7 +341,7 @@ class TableGroup:
         if per_index is None:
             if not bool((slots[missing] < 0).any()):
                 return None
-            per_index = self.front.rows.gather(slots, self.dim)
+            per_index = self.front.gather(slots, self.dim)
         per_index[missing] = fresh
         return per_index
 
@@ -364,8 +354,8 @@ class TableGroup:
         if pooling is PoolingMode.NONE:
             return per_index
         if per_index is None:
-            source = self.front.rows.device_part[:, : self.dim]
-            inverse = slots if fresh is not None else self.front.index.or_spare(slots)
+            source = self.front.device_rows(self.dim)
+            inverse = slots if fresh is not None else self.front.or_spare(slots)
         else:
             source, inverse, fresh = per_index, torch.arange(slots.numel(), device=self.device), None
         tables, size = len(self.layouts), batch.batch_size
@@ -380,7 +370,7 @@ class TableGroup:
         batch, slots, ordered = plan.batch, plan.slots, plan.sorted
         stale = plan.version != self.version
         if stale:  # the tables changed since forward: find the ids again
-            slots, _ = self.front.index.find_batch(batch.indices, batch.offsets, batch.batch_size)
+            slots, _ = self.front.find_batch(batch)
             ordered = None
         n = slots.numel()
         if n == 0:
@@ -394,10 +384,10 @@ class TableGroup:
                 index_grads = unpool_grad(bag_grads, batch.offsets[1:] - batch.offsets[:-1], pooling, n)
         if ordered is None:
             with op_range("segmented_unique"):
-                # Sorting the slots groups each id's indices; slots below 2**31 sort as int32 (half the radix passes).
-                ordered = torch.sort(slots.to(self.slot_dtype))
+                ordered = torch.sort(slots.to(self.front.slot_dtype))  # groups each id's indices
+        optimizer = OptimizerArgs(self.optimizer, self.params, step)
         with op_range("optimizer_update_fused"):
-            self.front.rows.reduce_and_update(self.optimizer, *ordered, index_grads, self.params, step)
+            self.front.reduce_and_update(*ordered, index_grads, optimizer)
         if self.cache is not None and (plan.spilled or stale):
             with op_range("optimizer_update_fused"):
                 # Indices whose id is not cached: step its row in storage.
@@ -405,17 +395,16 @@ class TableGroup:
                 if outside.numel():
                     stored = self.storage.find(batch.indices[outside], self._table_of(outside, batch))
                     stored, order = torch.sort(stored)
-                    self.storage.rows.reduce_and_update(self.optimizer, stored, order, index_grads[outside], self.params, step)
+                    self.storage.reduce_and_update(stored, order, index_grads[outside], optimizer)
 
     def host_traffic(self, batch: GroupBatch) -> tuple[int, int]:
         """Bytes a training step of ``batch`` reads from and writes to host memory for the rows stored now
         (forward reads each distinct host row's embedding, backward reads and writes its whole row). The
         first tier only: a cache's misses and write-backs depend on what the step evicts."""
-        rows = self.front.rows
-        if rows.device_only:
+        if self.front.device_only:
             return 0, 0
-        slots, _ = self.front.index.find_batch(batch.indices, batch.offsets, batch.batch_size)
-        host = int(torch.unique(slots[slots >= rows.split]).numel())
+        slots, _ = self.front.find_batch(batch)
+        host = self.front.host_rows(slots)
         return host * (self.dim + self.width) * 4, host * self.width * 4
 
     # --- one table at a time: export, load, sizes --------------------------------------------------------
@@ -435,26 +424,26 @@ class TableGroup:
     def load(self, table: int, keys: torch.Tensor, rows: torch.Tensor) -> None:
         """Insert or overwrite unique ids of one table with full rows; a cached copy is refreshed too."""
         tables = self._tables(table, keys.numel())
-        most = self.storage.index.max_keys_per_bucket(keys, tables)
-        if most > self.storage.index.bucket_capacity:
+        most = self.storage.max_keys_per_bucket(keys, tables)
+        if most > self.storage.bucket_capacity:
             raise ValueError(
-                f"{most} of the ids hash to one bucket of {self.storage.index.bucket_capacity} slots; raise max_capacity or bucket_capacity"
+                f"{most} of the ids hash to one bucket of {self.storage.bucket_capacity} slots; raise max_capacity or bucket_capacity"
             )
         evicted = self.storage.upsert(keys, tables, rows, self.scores.for_new(torch.ones_like(keys)))
         if self.cache is None:
             self.evictions[table] += evicted
             return
-        self.cache.rows.scatter(self.cache.find(keys, tables), rows)
+        self.cache.scatter(self.cache.find(keys, tables), rows)
 
     def size(self, table: int) -> int:
         """Distinct ids the table holds, in all tiers."""
-        stored = self.storage.index.size(table)
+        stored = self.storage.size(table)
         if self.cache is None:
             return stored
-        cache_keys, _, _ = self.cache.index.items(table)
+        cache_keys = self.cache.ids(table)
         only_cached = int((self.storage.find(cache_keys, self._tables(table, cache_keys.numel())) < 0).sum())
         return stored + only_cached
 
     def capacity(self, table: int) -> int:
         """Rows the table can hold (in storage)."""
-        return self.storage.index.table_capacity(table)
+        return self.storage.table_capacity(table)

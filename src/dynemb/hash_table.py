@@ -26,7 +26,15 @@ from itertools import accumulate
 import torch
 
 from dynemb import kernels
-from dynemb.kernels.operands import BucketTensors, DrawTables, PendingArrays, RowParts
+from dynemb.kernels.operands import (
+    Access,
+    BucketTensors,
+    DrawTables,
+    Found,
+    PendingArrays,
+    RowParts,
+    SlotArrays,
+)
 
 
 @dataclass(frozen=True)
@@ -109,25 +117,6 @@ class Evicted:
         return self.keys[real], self.slots[real], self.scores[real]
 
 
-@dataclass(frozen=True)
-class SlotArrays:
-    """The per-slot arrays of a hash table, each one entry longer than its slots (the spare)."""
-
-    keys: torch.Tensor
-    scores: torch.Tensor
-    occupied: torch.Tensor
-    protected: torch.Tensor
-
-    @classmethod
-    def allocate(cls, length: int, device: torch.device) -> SlotArrays:
-        return cls(
-            torch.zeros(length, dtype=torch.int64, device=device),
-            torch.zeros(length, dtype=torch.int64, device=device),
-            torch.zeros(length, dtype=torch.bool, device=device),
-            torch.zeros(length, dtype=torch.bool, device=device),
-        )
-
-
 class BucketedHashTable:
     """(key, table) -> slot map with score-based eviction inside each bucket."""
 
@@ -139,31 +128,26 @@ class BucketedHashTable:
         self.num_buckets = self.map.total_buckets
         self.bucket_capacity = bucket_capacity
         self.device = device
-        self.bucket_tensors = self.map.tensors(device)
-        # Every per-slot array has one spare entry past the end (index ``capacity``):
-        # writes for slot -1 (an absent id, a key that found no slot) land there, so
-        # batch updates need no mask and no host sync. The spare is never occupied.
-        arrays = SlotArrays.allocate(self.capacity + 1, device)
-        self._keys, self._scores, self._occupied, self._protected = arrays.keys, arrays.scores, arrays.occupied, arrays.protected
-        self.keys = self._keys[:-1].view(self.num_buckets, bucket_capacity)
-        self.scores = self._scores[:-1].view(self.num_buckets, bucket_capacity)
-        self.occupied = self._occupied[:-1].view(self.num_buckets, bucket_capacity)
+        # What every kernel of the index takes. Every per-slot array has one spare entry past the end (index
+        # ``capacity``): writes for slot -1 (an absent id, a key that found no slot) land there, so batch
+        # updates need no mask and no host sync. The spare is never occupied.
+        self.arrays = SlotArrays.allocate(self.capacity, self.map.tensors(device), bucket_capacity, device)
+        self.keys = self.arrays.keys[:-1].view(self.num_buckets, bucket_capacity)
+        self.scores = self.arrays.scores[:-1].view(self.num_buckets, bucket_capacity)
+        self.occupied = self.arrays.occupied[:-1].view(self.num_buckets, bucket_capacity)
         # Bumped whenever slots change owner: lets callers know if saved slots are stale.
         self.version = 0
-        self._pending: PendingArrays | None = None
 
     @property
     def pending(self) -> PendingArrays:
         """The scratch where a training lookup collects its new ids (allocated at the first one)."""
-        if self._pending is None:
-            length = self.capacity + 1
-            self._pending = PendingArrays(
-                torch.full((length,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=self.device),
-                torch.zeros(length, dtype=torch.int32, device=self.device),
-                torch.zeros(length, dtype=torch.int64, device=self.device),
-                torch.full((length,), -1, dtype=torch.int64, device=self.device),
-            )
-        return self._pending
+        return self._claiming().pending
+
+    def _claiming(self) -> SlotArrays:
+        """The arrays with the pending scratch (allocated at the first training lookup that claims)."""
+        if self.arrays.pending is None:
+            self.arrays = self.arrays.with_pending()
+        return self.arrays
 
     @property
     def capacity(self) -> int:
@@ -179,67 +163,45 @@ class BucketedHashTable:
 
     def find(self, keys: torch.Tensor, table: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """(slot, bucket) of each key of table ``table[i]`` (None: the only table); slot -1 where absent."""
-        return self._find(keys, table, None, 0, touch=False)
+        return kernels.find(self.arrays, keys, table, None, 0, None)
 
     def find_batch(
-        self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, touch: bool = False, clock: int = 0,
-        add_counts: bool = False, hits: torch.Tensor | None = None, misses: torch.Tensor | None = None,
+        self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, access: Access | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``find`` of every index of a TBE batch (table ``t``'s bags are ``t * batch_size`` on).
-
-        With ``touch`` a found slot's score becomes ``clock`` (``add_counts``: grows by one
-        per index), and ``hits[t]``/``misses[t]`` count lookups per index.
-        """
-        return self._find(indices, None, offsets, batch_size, touch, clock, add_counts, hits, misses)
-
-    def _find(
-        self, keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, touch: bool,
-        clock: int = 0, add_counts: bool = False, hits: torch.Tensor | None = None, misses: torch.Tensor | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        counters = self._keys if hits is None else hits
-        return kernels.find(
-            keys, table, offsets, batch_size, self.bucket_tensors, self._keys, self._occupied, self._scores, self.bucket_capacity,
-            clock, add_counts, touch, counters, counters if misses is None else misses,
-        )
+        """``find`` of every index of a TBE batch (table ``t``'s bags are ``t * batch_size`` on), recording the
+        lookups in ``access`` where given (scores, hits and misses)."""
+        return kernels.find(self.arrays, indices, None, offsets, batch_size, access)
 
     def find_or_claim(
-        self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, touch: bool, clock: int, add_counts: bool,
-        hits: torch.Tensor, misses: torch.Tensor, claim: bool, rows: RowParts | None = None, columns: int = 0,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
+        self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, access: Access | None, claim: bool,
+        rows: RowParts | None = None, columns: int = 0,
+    ) -> Found:
         """``find_batch`` that also gives each index's table; with ``claim`` each absent id's pending entry and the
-        batch's new ids (for ``insert_new``); with ``rows`` (device rows) each index's first ``columns``:
-        (slots, buckets, table, entry, rows read, new ids)."""
-        return kernels.find_or_claim(
-            indices, offsets, batch_size, self.bucket_tensors, self._keys, self._occupied, self._scores, self.bucket_capacity,
-            clock, add_counts, touch, hits, misses, self.pending if claim else None, self._protected, rows, columns,
-        )
+        batch's new ids (for ``insert_new``); with ``rows`` (device rows) each index's first ``columns``."""
+        arrays = self._claiming() if claim else self.arrays
+        return kernels.find_or_claim(arrays, indices, offsets, batch_size, access, claim, rows, columns)
 
     def insert_new(
-        self, slots: torch.Tensor, buckets: torch.Tensor, entry: torch.Tensor, new: tuple[torch.Tensor, torch.Tensor], table: torch.Tensor,
-        keys: torch.Tensor, evictions: torch.Tensor, parts: RowParts, draws: DrawTables, state_fill: float, dim: int, clock: int, lfu: bool,
-        fresh: torch.Tensor,
+        self, found: Found, keys: torch.Tensor, access: Access, evictions: torch.Tensor, parts: RowParts, draws: DrawTables,
+        state_fill: float, fresh: torch.Tensor,
     ) -> None:
-        """Insert the ids ``find_or_claim`` found absent (``new``), each once, with their initial rows (into
-        ``parts``), and count evictions per table; each absent index then gets its new id's slot in ``slots``
-        (-1 where none) and its initial values in its row of ``fresh``.
+        """Insert the ids of ``keys`` that a claiming ``find_or_claim`` found absent, each once, with their initial
+        rows (into ``parts``), and count evictions per table; each absent index then gets its new id's slot in
+        ``found.slots`` (-1 where none) and its initial values in its row of ``fresh``.
 
         Placement is ``insert``'s (the new ids of a bucket ranked by id), and the batch's own
         slots (which ``find_or_claim`` marked protected) are never evicted. How many ids are
         new only the device knows: every step here runs over the batch or loops to a device
         count, so nothing waits for the host.
         """
-        pending = self.pending
-        reps, count = new
-        kernels.place_new(reps, count, buckets, entry, table, pending, self._occupied, self._scores, self._protected, evictions, self.bucket_capacity)
-        kernels.write_new(
-            reps, count, keys, entry, table, pending, self._keys, self._scores, self._occupied, self._protected, parts, draws,
-            state_fill, dim, clock, lfu, slots, fresh,
-        )
+        arrays = self._claiming()
+        kernels.place_new(arrays, found, evictions)
+        kernels.write_new(arrays, found, keys, access, parts, draws, state_fill, fresh)
         self.version += 1
 
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
         """Scores at ``slots``; 0 for slot -1."""
-        return torch.where(slots >= 0, self._scores[self.or_spare(slots)], 0)
+        return torch.where(slots >= 0, self.arrays.scores[self.or_spare(slots)], 0)
 
     def or_spare(self, slots: torch.Tensor) -> torch.Tensor:
         """Each slot, the spare entry (index ``capacity``) for -1."""
@@ -247,7 +209,7 @@ class BucketedHashTable:
 
     def set_scores(self, slots: torch.Tensor, scores: torch.Tensor) -> None:
         """Overwrite scores at ``slots`` (unique); slot -1 entries are ignored."""
-        self._scores[self.or_spare(slots)] = scores
+        self.arrays.scores[self.or_spare(slots)] = scores
 
     def insert(
         self, keys: torch.Tensor, scores: torch.Tensor, protect: torch.Tensor | None = None, table: torch.Tensor | None = None,
@@ -274,17 +236,14 @@ class BucketedHashTable:
     ) -> tuple[torch.Tensor, Evicted]:
         """``insert`` of ``keys[order]``, whose buckets ``sorted_buckets`` (ascending) the caller found."""
         n = keys.numel()
-        cap = self.bucket_capacity
         # Rank of each key among the new keys of its bucket: its distance from its run's start.
         rank = torch.arange(n, device=self.device) - torch.searchsorted(sorted_buckets, sorted_buckets)
         if protect is not None:
             protect = self.or_spare(protect)
-            self._protected[protect] = True
-        sorted_slots, evicted_mask, evicted_keys, evicted_scores = kernels.place_keys(
-            sorted_buckets, rank, order, keys, scores, self._keys, self._scores, self._occupied, self._protected, cap,
-        )
+            self.arrays.protected[protect] = True
+        sorted_slots, evicted_mask, evicted_keys, evicted_scores = kernels.place_keys(self.arrays, sorted_buckets, rank, order, keys, scores)
         if protect is not None:
-            self._protected[protect] = False
+            self.arrays.protected[protect] = False
         evicted = Evicted(evicted_mask, evicted_keys, sorted_slots, evicted_scores)
         slots = torch.empty_like(sorted_slots)
         slots[order] = sorted_slots
@@ -315,13 +274,13 @@ class BucketedHashTable:
         """Occupied slots of ``table`` (None: of every table), ascending."""
         ranges = [(0, self.num_buckets)] if table is None else self.map.ranges(table)
         cap = self.bucket_capacity
-        parts = [torch.nonzero(self._occupied[start * cap : (start + count) * cap]).squeeze(1) + start * cap for start, count in ranges]
+        parts = [torch.nonzero(self.arrays.occupied[start * cap : (start + count) * cap]).squeeze(1) + start * cap for start, count in ranges]
         return torch.cat(parts)
 
     def items(self, table: int | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(keys, slots, scores) of every occupied slot of ``table`` (None: of all), in slot order."""
         slots = self._table_slots(table)
-        return self._keys[slots], slots, self._scores[slots]
+        return self.arrays.keys[slots], slots, self.arrays.scores[slots]
 
     def size(self, table: int | None = None) -> int:
         return int(self._table_slots(table).numel())

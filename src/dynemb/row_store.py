@@ -23,9 +23,7 @@ import torch
 
 from dynemb import kernels
 from dynemb.host_memory import device_view
-from dynemb.kernels.operands import RowParts
-from dynemb.optimizers import OptimizerParams
-from dynemb.options import EmbOptimType
+from dynemb.kernels.operands import OptimizerArgs, RowParts
 
 
 class RowStore:
@@ -97,22 +95,19 @@ class RowStore:
         kernels.scatter_rows(self._device_parts(), slots[local], rows[local])
         self.host_part[host_rows] = rows[remote].cpu()
 
-    def reduce_and_update(
-        self, optimizer: EmbOptimType, sorted_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
-        params: OptimizerParams, step: int,
-    ) -> None:
+    def reduce_and_update(self, sorted_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor, optimizer: OptimizerArgs) -> None:
         """Sum each id's gradient rows (its slot's run in ``sorted_slots``) and step its row once, in place.
 
         Without mapped host rows the batch's rows are staged on the device, stepped by
         the same kernel, and written back.
         """
         if self.mapped:
-            kernels.reduce_and_update(optimizer, self.parts(), sorted_slots, order, index_grads, params, step)
+            kernels.reduce_and_update(self.parts(), sorted_slots, order, index_grads, optimizer)
             return
         unique, inverse = torch.unique_consecutive(sorted_slots, return_inverse=True)
         stage = self.gather(unique)  # row i: the i-th distinct slot's (slot -1's too: the spare row)
         parts = RowParts(stage, stage, stage.shape[0] + 1, stage.shape[0] - 1)
-        kernels.reduce_and_update(optimizer, parts, inverse, order, index_grads, params, step)
+        kernels.reduce_and_update(parts, inverse, order, index_grads, optimizer)
         self.scatter(unique, stage)
 
     def _device_parts(self) -> RowParts:

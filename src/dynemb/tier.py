@@ -1,45 +1,152 @@
-"""One tier of a group's storage: a hash index on the device over a row store.
+"""One tier of a group's storage: ids to rows, a hash index on the device over a row store.
 
 A group's storage tier holds every stored id (its rows on the device, in host
 memory, or split); a CACHING group adds a cache tier on the device in front of it.
 The index's slot ``s`` owns row ``s`` of the store, and the index places the buckets
 of the device region first, so the store's one split row is where the device
 rows end (``dynemb.hash_table.BucketMap``).
+
+The tier is what a group works with: it keeps slots and rows in step (an upsert
+writes the rows of the slots it found or gave, the find of a training lookup reads
+rows in the same pass where they are on the device, the insert of its new ids writes
+their initial rows), decides how slots are sorted (int32 where every slot fits), and
+passes everything else on; the group never reaches into its index or its store.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from dynemb.hash_table import BucketedHashTable, BucketMap
+from dynemb.hash_table import BucketedHashTable, BucketMap, Evicted
+from dynemb.kernels.operands import Access, DrawTables, Found, OptimizerArgs
 from dynemb.row_store import RowStore
+
+if TYPE_CHECKING:
+    from dynemb.group import GroupBatch
 
 
 class Tier:
     """(id, table) -> row of ``width`` floats, with eviction of the lowest-score id of a full bucket."""
 
     def __init__(self, buckets: BucketMap, bucket_capacity: int, width: int, device: torch.device) -> None:
-        self.index = BucketedHashTable(buckets, bucket_capacity, device)
-        self.rows = RowStore(self.index.capacity, width, self.index.device_slots, device)
+        self._index = BucketedHashTable(buckets, bucket_capacity, device)
+        self._rows = RowStore(self._index.capacity, width, self._index.device_slots, device)
+        # Sorting a batch's slots groups each id's indices; slots below 2**31 sort as int32 (half the radix passes).
+        self.slot_dtype = torch.int32 if self._index.capacity < 2**31 else torch.int64
+
+    # --- what the tier is -------------------------------------------------------------------------------
 
     @property
     def version(self) -> int:
-        return self.index.version
+        """Changes whenever a slot changes owner: lets callers know if saved slots are stale."""
+        return self._index.version
+
+    @property
+    def bucket_capacity(self) -> int:
+        return self._index.bucket_capacity
+
+    @property
+    def device_only(self) -> bool:
+        """Every row (the spare too) is in device memory."""
+        return self._rows.device_only
+
+    @property
+    def mapped(self) -> bool:
+        """Kernels reach every row where it is (no copies)."""
+        return self._rows.mapped
+
+    def device_rows(self, columns: int) -> torch.Tensor:
+        """The first ``columns`` of the rows in device memory, as a view (indexed by slot; the spare row last)."""
+        return self._rows.device_part[:, :columns]
+
+    def or_spare(self, slots: torch.Tensor) -> torch.Tensor:
+        """Each slot, the spare entry (the index's capacity) for -1."""
+        return self._index.or_spare(slots)
+
+    # --- finding ids -------------------------------------------------------------------------------------
 
     def find(self, keys: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
         """Slot of each key of table ``table[i]``, -1 where absent."""
-        return self.index.find(keys, table)[0]
+        return self._index.find(keys, table)[0]
+
+    def find_batch(self, batch: GroupBatch, access: Access | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(slot, bucket) of every index of a TBE batch, recording the lookups in ``access`` where given."""
+        return self._index.find_batch(batch.indices, batch.offsets, batch.batch_size, access)
+
+    def find_or_claim(self, batch: GroupBatch, access: Access | None, claim: bool, columns: int) -> Found:
+        """``find_batch`` that also gives each index's table and (``columns``, where every row is on the device) its
+        first ``columns`` read in the same pass; with ``claim``, the batch's new ids for ``insert_new``."""
+        rows, columns = (self._rows.parts(), columns) if columns and self._rows.device_only else (None, 0)
+        return self._index.find_or_claim(batch.indices, batch.offsets, batch.batch_size, access, claim, rows, columns)
+
+    def insert_new(
+        self, found: Found, keys: torch.Tensor, access: Access, evictions: torch.Tensor, draws: DrawTables, state_fill: float,
+        fresh: torch.Tensor,
+    ) -> None:
+        """Insert the new ids a claiming ``find_or_claim`` found, with their initial rows
+        (``BucketedHashTable.insert_new``): no host sync."""
+        self._index.insert_new(found, keys, access, evictions, self._rows.parts(), draws, state_fill, fresh)
+
+    # --- rows --------------------------------------------------------------------------------------------
+
+    def gather(self, slots: torch.Tensor, columns: int | None = None) -> torch.Tensor:
+        """The first ``columns`` (default: all) of each slot's row, on the device; the spare row for -1."""
+        return self._rows.gather(slots, columns)
+
+    def gather_unique(self, sorted_slots: torch.Tensor, order: torch.Tensor, columns: int) -> torch.Tensor:
+        """``gather`` given the slots sorted: each distinct host row crosses the bus about once."""
+        return self._rows.gather_unique(sorted_slots, order, columns)
+
+    def scatter(self, slots: torch.Tensor, rows: torch.Tensor) -> None:
+        """Write full rows at each slot's row (slot -1: the spare row)."""
+        self._rows.scatter(slots, rows)
+
+    def reduce_and_update(self, sorted_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor, optimizer: OptimizerArgs) -> None:
+        """Sum each id's gradient rows (its slot's run in ``sorted_slots``) and step its row once, in place."""
+        self._rows.reduce_and_update(sorted_slots, order, index_grads, optimizer)
+
+    def host_rows(self, slots: torch.Tensor) -> int:
+        """Distinct rows in host memory among ``slots`` (a host read)."""
+        return int(torch.unique(slots[slots >= self._rows.split]).numel())
+
+    # --- inserting and reading whole tables --------------------------------------------------------------
+
+    def insert_sorted(
+        self, sorted_buckets: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor, protect: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, Evicted]:
+        """Slots for new ids, evicting as ``BucketedHashTable.insert_sorted`` does; their rows are the caller's to write."""
+        return self._index.insert_sorted(sorted_buckets, order, keys, scores, protect)
+
+    def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
+        """Scores at ``slots``; 0 for slot -1."""
+        return self._index.slot_scores(slots)
 
     def upsert(self, keys: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """Write ``rows`` of unique ``keys``: overwrite present ids, insert the rest (a full bucket evicts its
         lowest score). Returns how many ids were evicted (a device scalar)."""
         if keys.numel() == 0:
-            return torch.zeros((), dtype=torch.int64, device=self.index.device)
-        slots, evicted = self.index.upsert(keys, scores, table)
-        self.rows.scatter(slots, rows)
+            return torch.zeros((), dtype=torch.int64, device=self._index.device)
+        slots, evicted = self._index.upsert(keys, scores, table)
+        self._rows.scatter(slots, rows)
         return evicted
+
+    def max_keys_per_bucket(self, keys: torch.Tensor, table: torch.Tensor) -> int:
+        """Most of ``keys`` that share one bucket: above bucket_capacity, one insert cannot hold them all."""
+        return self._index.max_keys_per_bucket(keys, table)
+
+    def ids(self, table: int) -> torch.Tensor:
+        """Every id the tier holds of ``table``, in slot order."""
+        return self._index.items(table)[0]
 
     def items(self, table: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(ids, full rows) of everything the tier holds of ``table``."""
-        keys, slots, _ = self.index.items(table)
-        return keys, self.rows.gather(slots)
+        keys, slots, _ = self._index.items(table)
+        return keys, self._rows.gather(slots)
+
+    def size(self, table: int) -> int:
+        return self._index.size(table)
+
+    def table_capacity(self, table: int) -> int:
+        return self._index.table_capacity(table)

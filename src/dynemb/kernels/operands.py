@@ -1,14 +1,26 @@
-"""What the kernels take besides plain tensors: a row store's parts, a bucket map's tables.
+"""What the kernels take: the operands a kernel family shares, bundled as named tuples (as TBE's ``CommonArgs``
+and ``OptimizerArgs``), so that a kernel's signature is written once per implementation and a new operand is
+one field.
 
-``RowParts``, the tensors behind one row store as every row kernel sees them.
+Every kernel's first argument is a tensor on the compute device or a bundle whose first field is one: the
+dispatcher (``dynemb.kernels``) picks the Triton or the torch path from it. Bundles hold arrays the library
+allocates (dense by construction); a batch's own tensors (ids, offsets, slots) stay loose, where the
+dispatcher makes 1-D ones dense for the kernels.
 
-Rows ``[0, split)`` are in device memory (``device[r]``), rows ``[split, spare]``
-in host memory (``host[r - split]``): one comparison per row decides the address,
-as TBE's kernels pick a placement per table. With every row on the device,
-``split`` is past the spare row and ``host`` is the device tensor (never read);
-with none, ``split`` is 0 and ``device`` is the host tensor (never read), so no
-kernel is ever handed an empty tensor. Both parts have the same row width. Row
-``spare`` (the last) is where reads and writes for slot -1 go.
+- ``SlotArrays``: a hash index as the find and insert kernels address it (``find``, ``find_or_claim``,
+  ``place_keys``, ``place_new``, ``write_new``).
+- ``Access``: how a training lookup records what it touched (scores, hit and miss counters).
+- ``Found``: a TBE batch as ``find_or_claim`` leaves it, what ``place_new`` and ``write_new`` read.
+- ``RowParts``: a row store as the row kernels address it (gathers, scatter, the update, ``write_new``).
+- ``OptimizerArgs``: the update's optimizer, hyper-parameters and step.
+- ``DrawTables``: an initializer that kernels draw inline.
+
+``RowParts``: rows ``[0, split)`` are in device memory (``device[r]``), rows ``[split, spare]`` in host memory
+(``host[r - split]``): one comparison per row decides the address, as TBE's kernels pick a placement per
+table. With every row on the device, ``split`` is past the spare row and ``host`` is the device tensor (never
+read); with none, ``split`` is 0 and ``device`` is the host tensor (never read), so no kernel is ever handed an
+empty tensor. Both parts have the same row width. Row ``spare`` (the last) is where reads and writes for slot
+-1 go.
 """
 
 from __future__ import annotations
@@ -16,6 +28,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+
+from dynemb.optimizers import OptimizerParams
+from dynemb.options import EmbOptimType
 
 
 class RowParts(NamedTuple):
@@ -59,6 +74,83 @@ class PendingArrays(NamedTuple):
     owner: torch.Tensor  # int32
     uses: torch.Tensor  # int64
     target: torch.Tensor  # int64
+
+
+class SlotArrays(NamedTuple):
+    """A hash index (``dynemb.hash_table.BucketedHashTable``) as its kernels address it.
+
+    Slot ``b * bucket_capacity + p`` is position ``p`` of bucket ``b``; each per-slot array is one entry longer
+    than the slots (the spare, where writes for slot -1 land). ``protected`` marks the slots an insert must not
+    evict; ``maps`` places each table's buckets; ``pending`` is the scratch where a training lookup collects its
+    new ids (None until the index first claims).
+    """
+
+    keys: torch.Tensor  # int64
+    scores: torch.Tensor  # int64
+    occupied: torch.Tensor  # bool
+    protected: torch.Tensor  # bool
+    maps: BucketTensors
+    bucket_capacity: int
+    pending: PendingArrays | None
+
+    @classmethod
+    def allocate(cls, slots: int, maps: BucketTensors, bucket_capacity: int, device: torch.device) -> SlotArrays:
+        """Empty arrays for ``slots`` slots (plus the spare)."""
+        length = slots + 1
+        return cls(
+            torch.zeros(length, dtype=torch.int64, device=device),
+            torch.zeros(length, dtype=torch.int64, device=device),
+            torch.zeros(length, dtype=torch.bool, device=device),
+            torch.zeros(length, dtype=torch.bool, device=device),
+            maps, bucket_capacity, None,
+        )
+
+    def with_pending(self) -> SlotArrays:
+        """These arrays with the pending scratch, allocated if not yet."""
+        if self.pending is not None:
+            return self
+        length, device = self.keys.numel(), self.keys.device
+        return self._replace(pending=PendingArrays(
+            torch.full((length,), torch.iinfo(torch.int64).max, dtype=torch.int64, device=device),
+            torch.zeros(length, dtype=torch.int32, device=device),
+            torch.zeros(length, dtype=torch.int64, device=device),
+            torch.full((length,), -1, dtype=torch.int64, device=device),
+        ))
+
+
+class Access(NamedTuple):
+    """How a training lookup records its accesses: a found slot's score becomes ``clock`` (``add_counts``: grows
+    by one per index), ``hits[t]``/``misses[t]`` count table ``t``'s indices; a new id's score is ``clock``
+    (``add_counts``: its uses in the batch). A lookup without one touches nothing."""
+
+    clock: int
+    add_counts: bool
+    hits: torch.Tensor  # int64, one per table
+    misses: torch.Tensor
+
+
+class Found(NamedTuple):
+    """A TBE batch as ``find_or_claim`` leaves it, one entry per index: its slot (-1: absent), bucket and table,
+    and its first columns where the find read them (``read``, else None). A claiming find adds each absent
+    index's pending entry (``entry``, -1: none) and the new ids: one batch position each, in no particular
+    order, in the first ``count`` entries of ``reps`` (``count`` a one-entry tensor only the device reads);
+    without a claim these three are None. ``write_new`` fills in ``slots``."""
+
+    slots: torch.Tensor
+    buckets: torch.Tensor
+    table: torch.Tensor
+    read: torch.Tensor | None
+    entry: torch.Tensor | None
+    reps: torch.Tensor | None
+    count: torch.Tensor | None
+
+
+class OptimizerArgs(NamedTuple):
+    """The update's optimizer, its hyper-parameters and the module's step (ADAM's bias correction)."""
+
+    optimizer: EmbOptimType
+    params: OptimizerParams
+    step: int
 
 
 class DrawTables(NamedTuple):

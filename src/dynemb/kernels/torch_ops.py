@@ -1,6 +1,7 @@
 """The torch path of each fused step: the CPU implementation and the reference the kernels are tested against.
 
-Signatures match ``dynemb.kernels.triton_ops`` one for one.
+Each step's signature is the one ``dynemb.kernels`` dispatches and ``dynemb.kernels.triton_ops`` repeats
+(``tests/test_dynemb_kernels.py`` checks they agree); the operands are ``dynemb.kernels.operands``' bundles.
 """
 
 from __future__ import annotations
@@ -14,13 +15,17 @@ from dynemb.kernels.operands import (
     CHECK_WRONG_ENDS,
     RECORD_FIRST,
     RECORD_LAST,
+    Access,
     BucketTensors,
     DrawTables,
+    Found,
+    OptimizerArgs,
     PendingArrays,
     RowParts,
+    SlotArrays,
 )
-from dynemb.optimizers import OptimizerParams, update_rows
-from dynemb.options import EmbOptimType, PoolingMode
+from dynemb.optimizers import update_rows
+from dynemb.options import PoolingMode
 
 # Keys per chunk in find: bounds the [chunk, bucket_capacity] compare matrix.
 _FIND_CHUNK = 1 << 16
@@ -40,38 +45,37 @@ def table_buckets(keys: torch.Tensor, table: torch.Tensor, maps: BucketTensors) 
 
 
 def find(
-    keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, maps: BucketTensors,
-    table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
-    clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor,
+    index: SlotArrays, keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, access: Access | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Slot (-1: absent) and bucket of every key, over tables that share one set of slot arrays.
 
     A key's table is ``table[i]``; with ``table`` None, that of a TBE batch's index
     ``i`` (the last ``t`` with ``offsets[t * batch_size] <= i``), or table 0 without
-    ``offsets``. Indices repeat, so with ``touch`` a found slot's score is set to
-    ``clock`` (or, ``add_counts``, raised by one per index), and ``hits[t]``/``misses[t]``
+    ``offsets``. Indices repeat, so with ``access`` a found slot's score is set to
+    its ``clock`` (or, ``add_counts``, raised by one per index), and its ``hits[t]``/``misses[t]``
     count lookups per index.
     """
     n = keys.numel()
     if table is None:
         table = torch.zeros(n, dtype=torch.int64, device=keys.device) if offsets is None else _batch_tables(offsets, batch_size, n)
-    buckets = table_buckets(keys, table, maps)
+    buckets = table_buckets(keys, table, index.maps)
+    cap = index.bucket_capacity
     if n <= _FIND_CHUNK:
-        slots = _find_chunk(keys, buckets, table_keys, occupied, bucket_capacity)
+        slots = _find_chunk(keys, buckets, index.keys, index.occupied, cap)
     else:
         slots = torch.cat([
-            _find_chunk(key_chunk, bucket_chunk, table_keys, occupied, bucket_capacity)
+            _find_chunk(key_chunk, bucket_chunk, index.keys, index.occupied, cap)
             for key_chunk, bucket_chunk in zip(keys.split(_FIND_CHUNK), buckets.split(_FIND_CHUNK), strict=True)
         ])
-    if touch:
+    if access is not None:
         found = slots >= 0
-        target = torch.where(found, slots, table_scores.numel() - 1)  # absent keys touch the spare entry
-        if add_counts:
-            table_scores.index_add_(0, target, torch.ones_like(target))
+        target = torch.where(found, slots, index.scores.numel() - 1)  # absent keys touch the spare entry
+        if access.add_counts:
+            index.scores.index_add_(0, target, torch.ones_like(target))
         else:
-            table_scores[target] = clock
-        hits.index_add_(0, table, found.to(torch.int64))
-        misses.index_add_(0, table, (~found).to(torch.int64))
+            index.scores[target] = access.clock
+        access.hits.index_add_(0, table, found.to(torch.int64))
+        access.misses.index_add_(0, table, (~found).to(torch.int64))
     return slots, buckets
 
 
@@ -132,18 +136,17 @@ def gather_unique(parts: RowParts, sorted_slots: torch.Tensor, order: torch.Tens
 
 
 def reduce_and_update(
-    optimizer: EmbOptimType, parts: RowParts, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
-    params: OptimizerParams, step: int,
+    parts: RowParts, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor, optimizer: OptimizerArgs,
 ) -> None:
     """In place on the rows ``[dim + state]`` of ``parts``: position ``j`` carries the gradient row
     ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (equal slots adjacent; -1: the spare row);
-    each id's rows are summed and its row stepped once."""
+    each id's rows are summed and its row stepped once by ``optimizer``."""
     if grouped_slots.numel() == 0:
         return
     slots, counts = torch.unique_consecutive(grouped_slots, return_counts=True)
     grads = torch.segment_reduce(index_grads[order], "sum", lengths=counts, unsafe=True)
     updated = gather_rows(parts, slots, parts.width)
-    update_rows(optimizer, updated, grads, params, step)
+    update_rows(optimizer.optimizer, updated, grads, optimizer.params, optimizer.step)
     scatter_rows(parts, slots, updated)
 
 
@@ -163,34 +166,32 @@ def pool_rows(
 
 
 def place_keys(
-    sorted_buckets: torch.Tensor, rank: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor,
-    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, bucket_capacity: int,
+    index: SlotArrays, sorted_buckets: torch.Tensor, rank: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Slot each new key ``keys[order[i]]`` (bucket ``sorted_buckets[i]``, ``rank[i]``-th new key there) and write it.
 
     In its bucket the ``r``-th new key takes the ``r``-th slot by (priority, position):
     empty slots first, then occupied ones by ascending score; ``protected`` slots
-    never. Per-slot arrays are flat with a spare last entry. Returns, per sorted key,
-    its slot (-1: no slot left) and what it evicted (mask, key, score).
+    never. Returns, per sorted key, its slot (-1: no slot left) and what it evicted
+    (mask, key, score).
     """
-    sorted_slots, placed = _plan_slots(sorted_buckets, rank, table_scores, occupied, protected, bucket_capacity)
+    occupied = index.occupied
+    sorted_slots, placed = _plan_slots(sorted_buckets, rank, index)
     spare = occupied.numel() - 1
     target = torch.where(placed, sorted_slots, spare)
-    evicted = (occupied[target], table_keys[target], table_scores[target])
-    table_keys[target] = keys[order]
-    table_scores[target] = scores[order]
+    evicted = (occupied[target], index.keys[target], index.scores[target])
+    index.keys[target] = keys[order]
+    index.scores[target] = scores[order]
     occupied[target] = True
     occupied[spare] = False
     return sorted_slots, *evicted
 
 
-def _plan_slots(
-    buckets: torch.Tensor, rank: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor,
-    bucket_capacity: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _plan_slots(buckets: torch.Tensor, rank: torch.Tensor, index: SlotArrays) -> tuple[torch.Tensor, torch.Tensor]:
     """(slot, placed) of each new key, the ``rank[i]``-th of bucket ``buckets[i]`` (ascending where many)."""
     n = buckets.numel()
-    cap = bucket_capacity
+    cap = index.bucket_capacity
+    occupied, table_scores, protected = index.occupied, index.scores, index.protected
     spare = occupied.numel() - 1
     if n * cap <= _ROWS_PER_KEY_LIMIT:
         # Each key reads its own bucket's row: no compaction, no host sync.
@@ -210,29 +211,26 @@ def _plan_slots(
 
 
 def find_or_claim(
-    keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
-    occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
-    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, protected: torch.Tensor, rows: RowParts | None, columns: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
-    """``find`` of a TBE batch, with each index's table; with ``pending``, the found slots marked in
-    ``protected`` (``write_new`` clears them), each absent key's pending entry
+    index: SlotArrays, keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, access: Access | None, claim: bool,
+    rows: RowParts | None, columns: int,
+) -> Found:
+    """``find`` of a TBE batch, with each index's table; with ``claim`` (``index.pending`` allocated), the
+    found slots marked in ``index.protected`` (``write_new`` clears them), each absent key's pending entry
     (``entry``; entry ``bucket * capacity + j`` holds the bucket's ``j``-th new key by id, -1 for keys past
-    the ``bucket_capacity``-th), filling ``pending``'s ``keys`` and ``uses``, and the new ids (the first index
+    the ``bucket_capacity``-th), filling the pending ``keys`` and ``uses``, and the new ids (the first index
     of each, and how many: a one-entry tensor); with ``rows``, each index's first ``columns`` (the spare row
     where absent)."""
     table = _batch_tables(offsets, batch_size, keys.numel())
-    slots, buckets = find(
-        keys, table, None, 0, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch, hits, misses,
-    )
+    slots, buckets = find(index, keys, table, None, 0, access)
     out = None if rows is None else gather_rows(rows, slots, columns)
-    if pending is None:
-        return slots, buckets, table, None, out, None
-    protected[slots[slots >= 0]] = True
+    if not claim:
+        return Found(slots, buckets, table, out, None, None, None)
+    index.protected[slots[slots >= 0]] = True
     entry = torch.full_like(slots, -1)
     absent = torch.nonzero(slots < 0).squeeze(1)
     if absent.numel():
-        _claim(keys[absent], buckets[absent], absent, entry, pending, bucket_capacity)
-    return slots, buckets, table, entry, out, _first_of_each(entry)
+        _claim(keys[absent], buckets[absent], absent, entry, index.pending, index.bucket_capacity)
+    return Found(slots, buckets, table, out, entry, *_first_of_each(entry))
 
 
 def _claim(keys: torch.Tensor, buckets: torch.Tensor, positions: torch.Tensor, entry: torch.Tensor, pending: PendingArrays, cap: int) -> None:
@@ -262,45 +260,46 @@ def _first_of_each(entry: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return reps, torch.tensor([reps.numel()], dtype=torch.int64, device=entry.device)
 
 
-def place_new(
-    reps: torch.Tensor, count: torch.Tensor, buckets: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
-    occupied: torch.Tensor, table_scores: torch.Tensor, protected: torch.Tensor, evictions: torch.Tensor, bucket_capacity: int,
-) -> None:
-    """Plan the slot of each of the first ``count`` new ids at ``reps`` into ``pending.target``: the ``r``-th new
-    id of a bucket by id (its entry's place in the pending row) takes the ``r``-th slot as ``place_keys`` picks
-    it, ``insert``'s order. Writes nothing else to the table; adds each table's evictions to ``evictions``."""
-    reps = reps[: int(count[0])]
-    cap = bucket_capacity
-    bucket = buckets[reps]
-    rank = entry[reps] - bucket * cap
+def place_new(index: SlotArrays, found: Found, evictions: torch.Tensor) -> None:
+    """Plan the slot of each of the first ``count`` new ids at ``reps`` of a claiming ``find_or_claim`` into the
+    pending ``target``: the ``r``-th new id of a bucket by id (its entry's place in the pending row) takes the
+    ``r``-th slot as ``place_keys`` picks it, ``insert``'s order. Writes nothing else to the table; adds each
+    table's evictions to ``evictions``."""
+    reps = found.reps[: int(found.count[0])]
+    cap = index.bucket_capacity
+    bucket = found.buckets[reps]
+    entry = found.entry[reps]
+    rank = entry - bucket * cap
     order = torch.sort(bucket, stable=True).indices  # the planner reads a bucket's row once where many keys share it
-    slots, placed = _plan_slots(bucket[order], rank[order], table_scores, occupied, protected, cap)
+    slots, placed = _plan_slots(bucket[order], rank[order], index)
     target = torch.empty_like(slots)
     target[order] = slots
-    pending.target[entry[reps]] = target
+    index.pending.target[entry] = target
     evicts = torch.zeros_like(placed)
-    evicts[order] = placed & occupied[torch.where(placed, slots, 0)]
-    evictions.index_add_(0, table[reps], evicts.to(evictions.dtype))
+    evicts[order] = placed & index.occupied[torch.where(placed, slots, 0)]
+    evictions.index_add_(0, found.table[reps], evicts.to(evictions.dtype))
 
 
 def write_new(
-    reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
-    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, parts: RowParts,
-    draws: DrawTables, state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
+    index: SlotArrays, found: Found, keys: torch.Tensor, access: Access, parts: RowParts, draws: DrawTables, state_fill: float,
+    dst: torch.Tensor,
 ) -> None:
-    """Store the new ids ``place_new`` planned (key, score: their uses with ``lfu``, else ``clock``; initial row
-    with every state column ``state_fill``), reset their pending entries, release the batch's slots in
-    ``protected``, and fill in each index with slot -1: the slot its new id got (-1 where none) and its initial
-    values into its row of ``dst``."""
-    protected[slots[slots >= 0]] = False
-    reps = reps[: int(count[0])]
+    """Store the new ids of ``keys`` that ``place_new`` planned (key, score: their uses with ``add_counts``, else
+    ``clock``; initial row in ``parts``, its first ``dst.shape[1]`` columns drawn and every other column
+    ``state_fill``), reset their pending entries, release the batch's slots in ``protected``, and fill in each
+    index with slot -1: in ``found.slots`` the slot its new id got (-1 where none), its initial values into its
+    row of ``dst``."""
+    pending, slots, entry, table = index.pending, found.slots, found.entry, found.table
+    dim = dst.shape[1]
+    index.protected[slots[slots >= 0]] = False
+    reps = found.reps[: int(found.count[0])]
     at = entry[reps]
     target = pending.target[at]
     placed = torch.nonzero(target >= 0).squeeze(1)
     new_slots, new_keys, tables = target[placed], keys[reps[placed]], table[reps[placed]]
-    table_keys[new_slots] = new_keys
-    table_scores[new_slots] = pending.uses[at[placed]] if lfu else clock
-    occupied[new_slots] = True
+    index.keys[new_slots] = new_keys
+    index.scores[new_slots] = pending.uses[at[placed]] if access.add_counts else access.clock
+    index.occupied[new_slots] = True
     rows = torch.full((placed.numel(), parts.width), state_fill, dtype=torch.float32, device=keys.device)
     rows[:, :dim] = uniform_rows(new_keys, dim, draws.seed_words[tables], draws.lower[tables], draws.span[tables])
     scatter_rows(parts, new_slots, rows)

@@ -39,8 +39,8 @@
 - ``pool_rows``: pooled SUM/MEAN straight from the unique rows through ``inverse``
   into the module's output columns, without the ``[indices, dim]`` intermediate.
 
-Each launcher takes the same arguments as its torch fallback (``dynemb.kernels``
-picks one); all tensors must be on one device and contiguous in their last dim.
+Each launcher has its torch fallback's signature (``dynemb.kernels`` picks one; the operands are
+``dynemb.kernels.operands``' bundles); all tensors must be on one device and contiguous in their last dim.
 Kernels launch through ``_launch``, which calls a variant's compiled kernel directly
 after its first launch (Triton's generic launch path costs the host more than many of
 these kernels run).
@@ -56,7 +56,8 @@ import torch
 import triton
 import triton.language as tl
 
-from dynemb.kernels.operands import BucketTensors, DrawTables, PendingArrays, RowParts
+from dynemb.kernels import PartialUpdateError
+from dynemb.kernels.operands import Access, DrawTables, Found, OptimizerArgs, RowParts, SlotArrays
 from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
 
@@ -143,10 +144,6 @@ def _launch_hooks() -> tuple[object, object]:
     from triton.compiler import CompiledKernel
 
     return CompiledKernel.launch_enter_hook, CompiledKernel.launch_exit_hook
-
-
-class PartialUpdateError(RuntimeError):
-    """A step failed after it wrote to the rows: rerunning it another way would apply it twice."""
 
 
 # Priorities of empty and of protected slots in an insert (int64 extremes).
@@ -275,9 +272,7 @@ def _find_kernel(
 
 
 def find(
-    keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, maps: BucketTensors,
-    table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
-    clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor,
+    index: SlotArrays, keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, access: Access | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One kernel for every key over tables sharing slot arrays: (slot, bucket) per key (see ``torch_ops.find``)."""
     n = keys.numel()
@@ -285,73 +280,67 @@ def find(
     buckets = torch.empty(n, dtype=torch.int64, device=keys.device)
     if n == 0:
         return slots, buckets
-    _launch_find(
-        keys, table, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch,
-        hits, misses, slots, buckets,
-    )
+    _launch_find(index, keys, table, offsets, batch_size, access, slots, buckets)
     return slots, buckets
 
 
 def _launch_find(
-    keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, maps: BucketTensors,
-    table_keys: torch.Tensor, occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int,
-    clock: int, add_counts: bool, touch: bool, hits: torch.Tensor, misses: torch.Tensor, slots: torch.Tensor, buckets: torch.Tensor,
-    table_out: torch.Tensor | None = None, pending: PendingArrays | None = None, gather: tuple[RowParts, torch.Tensor] | None = None,
-    protected: torch.Tensor | None = None,
+    index: SlotArrays, keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, access: Access | None,
+    slots: torch.Tensor, buckets: torch.Tensor, table_out: torch.Tensor | None = None, claim: bool = False,
+    gather: tuple[RowParts, torch.Tensor] | None = None,
 ) -> None:
-    """The probe kernel; ``table_out``: where to write each key's table; ``pending``: the area absent keys are
-    carried into; ``gather``: (device rows, output) to read each index's embedding in the same pass."""
+    """The probe kernel; ``table_out``: where to write each key's table; ``claim``: carry absent keys into the
+    index's pending rows; ``gather``: (device rows, output) to read each index's embedding in the same pass."""
     n = keys.numel()
+    maps = index.maps
     tables = maps.num_buckets.numel()
     mode = 1 if table is not None else 2 if offsets is not None else 0
+    table_keys, occupied = index.keys, index.occupied.view(torch.uint8)
     rows, out = (gather[0].device, gather[1]) if gather is not None else (table_keys, keys)
     dim = out.shape[1] if gather is not None else 1
     spare = table_keys.numel() - 1
+    # Without an access nothing is touched: the counters' places are taken by the keys (never written).
+    clock, add_counts, hits, misses = (0, False, table_keys, table_keys) if access is None else access
     _launch(_find_kernel, (triton.cdiv(n, _FIND_BLOCK),),
         keys, n, keys if table is None else table, keys if offsets is None else offsets, batch_size, tables, *maps,
-        table_keys, occupied.view(torch.uint8), table_scores, slots, buckets, clock, hits, misses,
-        keys if table_out is None else table_out, keys if pending is None else pending.keys,
-        occupied.view(torch.uint8) if protected is None else protected.view(torch.uint8), spare, rows, rows.stride(0), out,
-        CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
-        SEARCH_STEPS=max(1, (tables - 1).bit_length()), TABLES=mode, TOUCH=touch, ADD_COUNTS=add_counts,
-        WRITE_TABLE=table_out is not None, CLAIM=pending is not None, GATHER=gather is not None, DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)),
+        table_keys, occupied, index.scores, slots, buckets, clock, hits, misses,
+        keys if table_out is None else table_out, index.pending.keys if claim else keys,
+        index.protected.view(torch.uint8) if claim else occupied, spare, rows, rows.stride(0), out,
+        CAP=index.bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(index.bucket_capacity)),
+        SEARCH_STEPS=max(1, (tables - 1).bit_length()), TABLES=mode, TOUCH=access is not None, ADD_COUNTS=add_counts,
+        WRITE_TABLE=table_out is not None, CLAIM=claim, GATHER=gather is not None, DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)),
     )
 
 
 def find_or_claim(
-    keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, maps: BucketTensors, table_keys: torch.Tensor,
-    occupied: torch.Tensor, table_scores: torch.Tensor, bucket_capacity: int, clock: int, add_counts: bool, touch: bool,
-    hits: torch.Tensor, misses: torch.Tensor, pending: PendingArrays | None, protected: torch.Tensor, rows: RowParts | None, columns: int,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor | None, tuple[torch.Tensor, torch.Tensor] | None]:
-    """``find`` of a TBE batch that also gives each index's table; with ``pending``, the found slots marked in
-    ``protected`` (``write_new`` clears them), each absent key's pending entry (``entry``, -1: none) and the new ids (one batch position each, in no particular order, in the first
-    ``count`` entries of ``[n]`` positions; ``count`` a device scalar); with ``rows`` (device rows only) each
-    index's first ``columns`` (``out``, the spare row where absent). Returns (slots, buckets, table, entry, out,
-    (positions, count))."""
+    index: SlotArrays, keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, access: Access | None, claim: bool,
+    rows: RowParts | None, columns: int,
+) -> Found:
+    """``find`` of a TBE batch that also gives each index's table; with ``claim``, the found slots marked in
+    ``index.protected`` (``write_new`` clears them), each absent key's pending entry (``entry``, -1: none) and
+    the new ids (``Found``); with ``rows`` (device rows only) each index's first ``columns`` (the spare row where
+    absent). See ``torch_ops.find_or_claim``."""
     n = keys.numel()
     slots, buckets, table = (torch.empty(n, dtype=torch.int64, device=keys.device) for _ in range(3))
     out = torch.empty(n, columns, dtype=torch.float32, device=keys.device) if rows is not None else None
-    if pending is None:
+    gather = None if rows is None else (rows, out)
+    if not claim:
         if n:
-            _launch_find(
-                keys, None, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch,
-                hits, misses, slots, buckets, table, None, None if rows is None else (rows, out),
-            )
-        return slots, buckets, table, None, out, None
+            _launch_find(index, keys, None, offsets, batch_size, access, slots, buckets, table, False, gather)
+        return Found(slots, buckets, table, out, None, None, None)
     entry = torch.empty(n, dtype=torch.int64, device=keys.device)
     reps = torch.empty(n, dtype=torch.int64, device=keys.device)
     count = torch.zeros(1, dtype=torch.int64, device=keys.device)
     if n:
-        _launch_find(
-            keys, None, offsets, batch_size, maps, table_keys, occupied, table_scores, bucket_capacity, clock, add_counts, touch,
-            hits, misses, slots, buckets, table, pending, None if rows is None else (rows, out), protected,
-        )
+        pending = index.pending
+        _launch_find(index, keys, None, offsets, batch_size, access, slots, buckets, table, True, gather)
         # Once every key is carried in: where each landed, how often it is used, and one index per new id.
+        cap = index.bucket_capacity
         _launch(
             _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, buckets, n, pending.keys, pending.uses, pending.owner, pending.owner.numel(), entry,
-            reps, count, CAP=bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(bucket_capacity)),
+            reps, count, CAP=cap, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(cap)),
         )
-    return slots, buckets, table, entry, out, (reps, count)
+    return Found(slots, buckets, table, out, entry, reps, count)
 
 
 @triton.jit(do_not_specialize=["n"])
@@ -537,8 +526,7 @@ def _crossing_update_kernel(
 
 
 def reduce_and_update(
-    optimizer: EmbOptimType, parts: RowParts, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor,
-    params: OptimizerParams, step: int,
+    parts: RowParts, grouped_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor, optimizer: OptimizerArgs,
 ) -> None:
     """In place on the rows ``[dim + state]`` of ``parts``: position ``j`` carries the gradient row
     ``index_grads[order[j]]`` of the id at ``grouped_slots[j]`` (sorted, so equal slots are adjacent; -1: the
@@ -554,8 +542,8 @@ def reduce_and_update(
     head = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
     tail = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
     rows = (parts.device, parts.host, parts.width, parts.split, parts.spare)
-    hyper = _hyper_parameters(params, step)
-    meta = dict(DIM=dim, BLOCK_D=block_d, P=positions, ROW_ALIGN=_row_alignment(parts), OPT=_OPTIMIZER_CODE[optimizer])
+    hyper = _hyper_parameters(optimizer.params, optimizer.step)
+    meta = dict(DIM=dim, BLOCK_D=block_d, P=positions, ROW_ALIGN=_row_alignment(parts), OPT=_OPTIMIZER_CODE[optimizer.optimizer])
     _launch(
         _segment_update_kernel, (blocks,),
         index_grads, index_grads.stride(0), order, grouped_slots, n, *rows, head, tail, *hyper, **meta,
@@ -854,8 +842,7 @@ def _write_kernel(target_ptr, order_ptr, new_keys_ptr, new_scores_ptr, keys_ptr,
 
 
 def place_keys(
-    sorted_buckets: torch.Tensor, rank: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor,
-    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, bucket_capacity: int,
+    index: SlotArrays, sorted_buckets: torch.Tensor, rank: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Slot and write new keys exactly as ``torch_ops.place_keys``: a planning kernel that only reads the table
     (one program per key, its bucket's slot order by pairwise compares), then a kernel that writes the keys."""
@@ -867,15 +854,16 @@ def place_keys(
     evicted_scores = torch.empty(n, dtype=torch.int64, device=device)
     if n == 0:
         return target, evicted_mask, evicted_keys, evicted_scores
-    occupied_bytes = occupied.view(torch.uint8)
-    block_c = triton.next_power_of_2(bucket_capacity)
+    occupied_bytes = index.occupied.view(torch.uint8)
+    cap = index.bucket_capacity
+    block_c = triton.next_power_of_2(cap)
     _launch(_place_kernel, (n,),
-        sorted_buckets, rank, occupied_bytes, table_scores, protected.view(torch.uint8), table_keys,
+        sorted_buckets, rank, occupied_bytes, index.scores, index.protected.view(torch.uint8), index.keys,
         target, evicted_mask.view(torch.uint8), evicted_keys, evicted_scores,
-        CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c),
+        CAP=cap, BLOCK_C=block_c, CHUNK=min(32, block_c),
     )
     _launch(_write_kernel, (triton.cdiv(n, _ELEMENT_BLOCK),),
-        target, order, keys, scores, table_keys, table_scores, occupied_bytes, n, BLOCK=_ELEMENT_BLOCK,
+        target, order, keys, scores, index.keys, index.scores, occupied_bytes, n, BLOCK=_ELEMENT_BLOCK,
     )
     return target, evicted_mask, evicted_keys, evicted_scores
 
@@ -906,20 +894,18 @@ def _place_pending_kernel(
         tl.atomic_add(evictions_ptr + tl.load(table_ptr + position), 1, mask=evicts)
 
 
-def place_new(
-    reps: torch.Tensor, count: torch.Tensor, buckets: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
-    occupied: torch.Tensor, table_scores: torch.Tensor, protected: torch.Tensor, evictions: torch.Tensor, bucket_capacity: int,
-) -> None:
-    """Plan the slot of each of the first ``count`` new ids at ``reps`` into ``pending.target`` (see
+def place_new(index: SlotArrays, found: Found, evictions: torch.Tensor) -> None:
+    """Plan the slot of each of the first ``count`` new ids at ``reps`` into the pending ``target`` (see
     ``torch_ops.place_new``); reads the table only, and adds each table's evictions to ``evictions``."""
-    n = reps.numel()
+    n = found.reps.numel()
     if n == 0:
         return
-    block_c = triton.next_power_of_2(bucket_capacity)
+    cap = index.bucket_capacity
+    block_c = triton.next_power_of_2(cap)
     grid = min(n, _PENDING_PROGRAMS)
     _launch(_place_pending_kernel, (grid,),
-        reps, count, buckets, entry, table, pending.target, occupied.view(torch.uint8), table_scores,
-        protected.view(torch.uint8), evictions, CAP=bucket_capacity, BLOCK_C=block_c, CHUNK=min(32, block_c), GRID=grid,
+        found.reps, found.count, found.buckets, found.entry, found.table, index.pending.target, index.occupied.view(torch.uint8), index.scores,
+        index.protected.view(torch.uint8), evictions, CAP=cap, BLOCK_C=block_c, CHUNK=min(32, block_c), GRID=grid,
     )
 
 
@@ -983,23 +969,23 @@ def _write_pending_kernel(
 
 
 def write_new(
-    reps: torch.Tensor, count: torch.Tensor, keys: torch.Tensor, entry: torch.Tensor, table: torch.Tensor, pending: PendingArrays,
-    table_keys: torch.Tensor, table_scores: torch.Tensor, occupied: torch.Tensor, protected: torch.Tensor, parts: RowParts,
-    draws: DrawTables, state_fill: float, dim: int, clock: int, lfu: bool, slots: torch.Tensor, dst: torch.Tensor,
+    index: SlotArrays, found: Found, keys: torch.Tensor, access: Access, parts: RowParts, draws: DrawTables, state_fill: float,
+    dst: torch.Tensor,
 ) -> None:
     """Store the new ids ``place_new`` planned, with initial rows, reset their pending entries, release the
     batch's slots in ``protected``, and fill in the absent indices' slots and initial values (into ``dst``)
     (see ``torch_ops.write_new``)."""
-    n = reps.numel()
+    n = found.reps.numel()
     if n == 0:
         return
+    pending, width, dim = index.pending, parts.width, dst.shape[1]
     grid = min(triton.cdiv(n, _FIND_BLOCK), _PENDING_PROGRAMS)
     _launch(
-        _write_pending_kernel, (grid,), reps, count, keys, entry, table, pending.target, pending.keys, pending.owner, pending.uses,
-        table_keys, table_scores, occupied.view(torch.uint8), protected.view(torch.uint8), parts.device, parts.host, parts.width,
-        parts.split, parts.spare, *draws, state_fill, clock, slots, dst, n,
-        DIM=dim, WIDTH=parts.width, BLOCK_W=triton.next_power_of_2(parts.width), BLOCK_D=max(16, triton.next_power_of_2(dim)),
-        ROWS=_PENDING_ROWS, LANES=_FIND_BLOCK, LFU=lfu, GRID=grid,
+        _write_pending_kernel, (grid,), found.reps, found.count, keys, found.entry, found.table, pending.target, pending.keys, pending.owner,
+        pending.uses, index.keys, index.scores, index.occupied.view(torch.uint8), index.protected.view(torch.uint8), parts.device, parts.host,
+        width, parts.split, parts.spare, *draws, state_fill, access.clock, found.slots, dst, n,
+        DIM=dim, WIDTH=width, BLOCK_W=triton.next_power_of_2(width), BLOCK_D=max(16, triton.next_power_of_2(dim)),
+        ROWS=_PENDING_ROWS, LANES=_FIND_BLOCK, LFU=access.add_counts, GRID=grid,
     )
 
 
