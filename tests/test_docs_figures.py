@@ -83,3 +83,21 @@ def test_repeated_bench_runs_give_min_and_median_of_each_runs_ratio(tmp_path: Pa
     (tmp_path / "dyn_only.json").write_text(json.dumps(no_tbe))
     with pytest.raises(tool.FigureError, match="has no TBE timing"):
         tool.bench_runs(files=str(tmp_path / "dyn_only.json"))
+
+
+def test_three_backends_over_runs_take_each_ratio_within_one_run(tmp_path: Path) -> None:
+    """ours / TBE, NVIDIA / TBE and ours / NVIDIA per config: min and median of the ratios of each run,
+    never a ratio of two runs' times; a backend that did not run is a dash."""
+    tool = _tool()
+    label = "T10_totalB1048570_D128_sgd_gpu_pool=none_cap=1638K"
+    adam = "T10_totalB1048570_D128_adam_gpu_pool=none_cap=1638K"
+    runs = [(1.0, 2.0, 4.0), (3.0, 2.0, 2.0), (2.0, 4.0, 8.0)]  # dyn, trc, nv train ms
+    files = []
+    for k, (dyn, trc, nv) in enumerate(runs):
+        path = tmp_path / f"run{k}.json"
+        path.write_text(json.dumps([{"label": label, "dyn_train_ms": dyn, "trc_train_ms": trc, "nv_train_ms": nv},
+                                    {"label": adam, "dyn_train_ms": dyn, "trc_train_ms": trc, "nv_train_ms": None}]))
+        files.append(str(path))
+    table = tool.suite_backends(",".join(files))
+    assert "| gpu sgd | 3 | 0.50x | 0.50x | 1.00x | 2.00x | 0.25x | 0.25x |" in table
+    assert "| gpu adam | 3 | 0.50x | 0.50x | — | — | — | — |" in table

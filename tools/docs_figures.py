@@ -164,6 +164,29 @@ def bench_runs(files: str) -> str:
     return _table(["config", "runs", "train x min", "train x median", "1st x min", "1st x median"], rows)
 
 
+def suite_backends(files: str) -> str:
+    """Several runs of the suite with the three backends (comma-separated records files, one run each):
+    per config, ours / TBE, NVIDIA's dynamicemb / TBE and ours / NVIDIA's in train ms, each ratio taken
+    within one run, as min and median over the runs (a config where a backend did not run: —)."""
+    ratios: dict[tuple, dict[str, list[float]]] = {}
+    for path in files.split(","):
+        for key, r in _records(path).items():
+            config = ratios.setdefault(key, {"dyn": [], "nv": [], "dyn_nv": []})
+            dyn, trc, nv = (r.get(f"{b}_train_ms") for b in ("dyn", "trc", "nv"))
+            for name, (a, b) in (("dyn", (dyn, trc)), ("nv", (nv, trc)), ("dyn_nv", (dyn, nv))):
+                if a and b:
+                    config[name].append(a / b)
+
+    def spread(values: list[float]) -> list[str]:
+        return [f"{min(values):.2f}x", f"{statistics.median(values):.2f}x"] if values else ["—", "—"]
+
+    rows = [[_config_name(key), str(max(len(v) for v in ratios[key].values())),
+             *spread(ratios[key]["dyn"]), *spread(ratios[key]["nv"]), *spread(ratios[key]["dyn_nv"])]
+            for key in _ordered(ratios)]
+    header = ["config", "runs", "ours / TBE min", "median", "NVIDIA / TBE min", "median", "ours / NVIDIA min", "median"]
+    return _table(header, rows)
+
+
 def host_traffic(file: str) -> str:
     """Host-row bytes per training step over its time, against the pinned copy peaks the same run measured."""
     data = _bench(file)
@@ -284,6 +307,7 @@ TABLES: dict[str, Callable[..., str]] = {
     "suite-eval": suite_eval,
     "bench-tables": bench_tables,
     "bench-runs": bench_runs,
+    "suite-backends": suite_backends,
     "host-traffic": host_traffic,
     "per-op": per_op,
     "crosscheck": crosscheck,

@@ -15,7 +15,10 @@
 #                  -> bisect/<patch>.log
 #   sanitize       the engine's CUDA tests under compute-sanitizer's initcheck and memcheck, the
 #                  caching allocator off (sanitize.sh; TESTS, TOOLS) -> sanitize/<tool>.log
-# With no STEP, all of them but bisect and sanitize, in this order. A step's failure is reported and the others still run.
+#   suite_nv       NVIDIA's dynamicemb built from UPSTREAM (a recsys-examples checkout or .tar.gz;
+#                  build_dynamicemb.sh), then the suite as `suite` with it as a third backend (nv),
+#                  RUNS times (default 3), each in a process of its own -> suite_nv_run<k>.json
+# With no STEP, all of them but bisect, sanitize and suite_nv, in this order. A step's failure is reported and the others still run.
 set -uo pipefail
 out=${1:-gpu-check}
 shift || true
@@ -57,6 +60,13 @@ for name in "${steps[@]}"; do
             # shellcheck disable=SC2086  # PATCHES is a glob
             step bisect bash tools/gpu_host/bisect_patches.sh "$out/bisect" ${PATCHES:-examples/records/first_pass/patches/*.patch} ;;
         sanitize) step sanitize bash tools/gpu_host/sanitize.sh "$out/sanitize" ;;
+        suite_nv)
+            step build_dynamicemb bash tools/gpu_host/build_dynamicemb.sh "${UPSTREAM:?UPSTREAM: a recsys-examples checkout or .tar.gz}"
+            for k in $(seq 1 "${RUNS:-3}"); do
+                step "suite_nv_run$k" env PYTHONPATH="/tmp/recsys-examples/corelib/dynamicemb:$PYTHONPATH" \
+                    python3 -m pytest benchmark/benchmark_batched_dynamicemb_tables.py -q -p no:cacheprovider -o timeout=0 \
+                    --preset seed --total-cap 16777216 --results-file "$out/suite_nv_run$k.json"
+            done ;;
         *) echo "check_cuda: unknown step $name" >&2; status=1 ;;
     esac
 done
