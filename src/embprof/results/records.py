@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from embprof.atomic import write_json, write_text
+from embprof.exclusive import exclusive
 from embprof.errors import ContractError
 from embprof.labels import parse_label
 from embprof.results.jsonfile import read_json
@@ -117,12 +118,10 @@ def append_record(
 ) -> None:
     """Append ``record`` to the JSON list at ``path`` (created when missing), atomically under a
     lock, so that concurrent runs never lose or corrupt a record."""
-    from filelock import FileLock
-
     check_record(record, fields)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{target}.lock", timeout=LOCK_TIMEOUT_S):
+    with exclusive(target, timeout=LOCK_TIMEOUT_S):
         # An empty file (e.g. touched by a workflow) holds no records yet.
         records = read_records(target) if target.exists() and target.stat().st_size else []
         records.append(record)
