@@ -50,6 +50,8 @@ OP_VIEW = (
     *_STATS,
 )
 
+LOST_VIEW = (Column("label", "config"), Column("metric", "metric"), Column("why", "now"))
+
 
 def shown(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with ``shown_verdict``: a change reads slower or faster."""
@@ -63,6 +65,11 @@ def config_cells(rows: pd.DataFrame) -> Cells:
 
 def op_cells(rows: pd.DataFrame) -> Cells:
     return to_cells(shown(rows), OP_VIEW)
+
+
+def lost_cells(rows: pd.DataFrame) -> Cells:
+    """The gate's metrics timed before and not now: config, metric, why."""
+    return to_cells(rows, LOST_VIEW)
 
 
 def text_table(cells: Cells) -> str:

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from embprof.atomic import write_json, write_text
-from embprof.exclusive import exclusive
 from embprof.errors import ContractError
+from embprof.exclusive import exclusive
 from embprof.labels import parse_label
 from embprof.results.jsonfile import read_json
 from embprof.results.provenance import check_provenance
-from embprof.results.timings import check_timings
+from embprof.results.timings import check_timing_values, check_timings
 
 RESULT_FIELDS = (
     "label", "gpu_name", "device", "num_tables", "batch_size", "embedding_dim", "optimizer_type",
@@ -76,7 +76,8 @@ def check_results(records: list[dict[str, Any]], path: str | os.PathLike[str]) -
             raise ContractError(f"{path}: record {i}: label must be a string, got {label!r}")
         try:
             parse_label(label)
-        except ValueError as exc:
+            check_timing_values(record)
+        except (ValueError, ContractError) as exc:
             raise ContractError(f"{path}: record {i}: {exc}") from None
     labels = [r["label"] for r in records]
     if len(set(labels)) != len(labels):
