@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 from report_inputs import LABELS, write_results
 from test_compare import scaled
+from test_workflow_compare import check_same_code
 
 from embprof.cli import main
+from embprof.results.timings import timing_entry
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +127,19 @@ def test_a_time_that_is_a_string_or_negative_is_one_line(folders, tmp_path, caps
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"embprof diff: error: {bad / 'benchmark_results.json'}: record 0: {problem}")
     assert "\n" not in err
+
+
+def test_two_runs_of_the_same_code_on_a_busy_machine_compare_alike(folders, tmp_path):
+    """Issue 34, case 9: the end-to-end check of two runs of the same code held on a busy machine,
+    where TBE of one config ran 45% faster in the second run and dyn of another 30% slower."""
+    old, _ = folders
+
+    def busy(records):
+        for record, metrics, factor in ((records[0], ("trc_train_ms", "trc_eval_ms"), 0.55),
+                                        (records[2], ("dyn_train_ms",), 1.3)):
+            for metric in metrics:
+                record["timings"][metric] = timing_entry([factor * v for v in record["timings"][metric]["repeats"]])
+                record[metric] = record["timings"][metric]["median"]
+        return records
+
+    check_same_code(old, _with_records(tmp_path, old, "busy", busy))
