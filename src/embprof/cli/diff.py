@@ -59,14 +59,15 @@ def run(args: argparse.Namespace) -> int:
 def _gate(comparison, new_records, pct: float, fmt: str) -> tuple[str, bool]:
     from embprof.compare import gate_failures, gate_lost, gate_untested, nothing_timed
     from embprof.compare.render import config_cells, lost_cells, text_table
-    from embprof.report.markdown import md_table
+    from embprof.report.markdown import md_table, md_text
 
+    say = md_text if fmt == "markdown" else str  # names from the runs, escaped in Markdown
     failures, untested = gate_failures(comparison, pct), gate_untested(comparison, pct)
     lost, empty = gate_lost(comparison, new_records), nothing_timed(comparison)
     table = md_table if fmt == "markdown" else text_table
     lines = []
     if len(failures):
-        names = ", ".join(sorted(set(failures["label"])))
+        names = say(", ".join(sorted(set(failures["label"]))))
         lines += [
             f"gate {pct:g}%: FAILED: {len(failures)} config metric(s) slower by more than {pct:g}% "
             f"and more than their noise: {names}",
@@ -74,12 +75,12 @@ def _gate(comparison, new_records, pct: float, fmt: str) -> tuple[str, bool]:
             table(config_cells(failures)),
         ]
     if len(lost):
-        names = ", ".join(sorted(set(lost["label"])))
+        names = say(", ".join(sorted(set(lost["label"]))))
         lines += [*([""] if lines else []),
                   f"gate {pct:g}%: FAILED: {len(lost)} config metric(s) timed before have no time now: {names}",
                   "", table(lost_cells(lost))]
     if empty:
-        lines += [*([""] if lines else []), f"gate {pct:g}%: FAILED: {comparison.new} timed no config: nothing to pass"]
+        lines += [*([""] if lines else []), f"gate {pct:g}%: FAILED: {say(comparison.new)} timed no config: nothing to pass"]
     if not lines:
         lines.append(
             f"gate {pct:g}%: passed: no config's median train or eval time got slower by more "
@@ -87,5 +88,5 @@ def _gate(comparison, new_records, pct: float, fmt: str) -> tuple[str, bool]:
         )
     if len(untested):
         lines += ["", f"gate {pct:g}%: {len(untested)} metric(s) slower by more than {pct:g}% could "
-                  f"not be tested (fewer than two repeats): {', '.join(sorted(set(untested['label'])))}"]
+                  f"not be tested (fewer than two repeats): {say(', '.join(sorted(set(untested['label']))))}"]
     return "\n".join(lines), bool(len(failures) or len(lost) or empty)
