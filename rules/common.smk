@@ -45,14 +45,15 @@ sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package (its
 PACKAGE = Path(embprof.__file__).parent
 L = ResultsLayout("results")
 
-from benchmark.configs import inputs_problem, preset_labels, select_problem
+from benchmark.configs import extra_args_problem, inputs_problem, preset_labels, select_problem
 
 # Everything that can be known before the run stops it here, one line per problem.
 try:
     validate_config(config)
 except ConfigError as exc:
     raise WorkflowError(str(exc)) from None
-_PROBLEMS = run_problems(config, SuiteFacts(preset_labels, select_problem, inputs_problem), L, host_memory_bytes())
+_SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
+_PROBLEMS = run_problems(config, _SUITE, L, host_memory_bytes())
 if _PROBLEMS:
     raise WorkflowError(str(invalid_config(_PROBLEMS)))
 _BROKEN = results_problems(L)

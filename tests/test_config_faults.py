@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # the suite lives in benchmark/, a package beside src/
     sys.path.insert(0, str(REPO))
 
-from benchmark.configs import inputs_problem, preset_labels, select_problem  # noqa: E402
+from benchmark.configs import extra_args_problem, inputs_problem, preset_labels, select_problem  # noqa: E402
 from embprof.errors import ConfigError, ContractError  # noqa: E402
 from embprof.results.layout import ResultsLayout  # noqa: E402
 from embprof.results.records import merge_results  # noqa: E402
@@ -28,7 +28,7 @@ from embprof.workflow.preflight import SuiteFacts, results_problems, run_problem
 from embprof.workflow.settings import record_settings  # noqa: E402
 from embprof.workflow.validation import validate_config  # noqa: E402
 
-SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem)
+SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
 GPU = "T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K"
 HBM = "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K"
 GIB = 1 << 30
@@ -92,6 +92,32 @@ def test_labels_that_name_no_config_and_equals_in_select() -> None:
         "(-k cannot hold '='; `labels:` takes label parts with '=')",
         "labels: '_sgd_gpux_' is in no config label of the smoke preset (e.g. T2_totalB1024_D16_adam_gpu_pool=none_cap=1K)",
     ]
+
+
+def test_overrides_that_match_nothing_or_cannot_apply_are_refused() -> None:
+    """Issue 34, case 7: an override key in no label was ignored without a word, and an override's
+    --num-tables (the docs' own example) failed its config while the run exited 0."""
+    problems = run_problems(config(overrides={
+        "_sgd_gpux_": {"num_iterations": 3},
+        "_gpu_": {"extra_args": ["--num-tables=4", "--repeats", "3", "--alpha=1.2"]},
+    }), SUITE, ResultsLayout(), memory=None)
+    assert problems == [
+        "overrides: '_sgd_gpux_' is in no config label of the smoke preset (e.g. T2_totalB1024_D16_adam_gpu_pool=none_cap=1K)",
+        "overrides._gpu_.extra_args: --repeats is passed by the workflow itself: set repeats instead",
+        "overrides._gpu_.extra_args: --num-tables shapes the config labels, which collection fixed for every "
+        "config: it cannot change some of them",
+    ]
+
+
+@pytest.mark.parametrize("page", ["config/README.md", "docs/workflow.md"])
+def test_the_docs_example_overrides_are_a_run_that_can_work(page: str) -> None:
+    import re
+
+    import yaml
+
+    [block] = [b for b in re.findall(r"```yaml\n(.*?)```", (REPO / page).read_text(), re.S) if "overrides:" in b]
+    example = yaml.safe_load(block)
+    assert run_problems(config(**{"preset": "smoke", **example}), SUITE, ResultsLayout(), memory=None) == []
 
 
 def test_iterations_are_held_against_the_memory_their_inputs_need() -> None:

@@ -103,7 +103,7 @@ def crash_config(path: Path, overrides: dict | None = None) -> Path:
     return write_config(
         path,
         labels=[*config["labels"], "_sgd_no_caching_"],
-        overrides={"_no_caching_": {"extra_args": ["--num-tables=0"]}, **(overrides or {})},
+        overrides={"_no_caching_": {"extra_args": ["--alpha=-1"]}, **(overrides or {})},
     )
 
 
@@ -135,7 +135,7 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
     failed = json.loads((results / "status" / f"{CRASH_LABEL}.json").read_text())
     assert failed["ok"] is False and failed["failed_step"] == "profile"
     assert failed["returncode"] != 0 and failed["log"] == f"results/logs/profile/{CRASH_LABEL}.log"
-    assert "--num-tables must be at least 1" in failed["log_tail"]
+    assert "--alpha must be positive" in failed["log_tail"]
     assert failed["steps"]["timing"]["ok"] is False
     assert (results / "traces" / f"{CRASH_LABEL}.kineto.json.gz").stat().st_size == 0
     assert not (results / "opcalls" / f"opcalls__{CRASH_LABEL}.csv").exists()
@@ -144,7 +144,7 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
     aggregated = json.loads((results / "benchmark_results.json").read_text())
     assert sorted(r["label"] for r in aggregated) == sorted(GOOD_LABELS)
     html = (results / "report" / "index.html").read_text()
-    assert CRASH_LABEL in html and "--num-tables must be at least 1" in html
+    assert CRASH_LABEL in html and "--alpha must be positive" in html
     env = json.loads((results / "environment.json").read_text())
     assert env["device"] == "cpu" and env["profiler"] == "torch" and env["preset"] == "smoke"
     # Progress reached the logs while the benchmark ran (its own output, unbuffered).
