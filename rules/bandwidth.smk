@@ -8,6 +8,7 @@ rule peak_bandwidth:
     # checkpoints (it masks what lies below a job that must run, ancient edges too).
     input:
         records=get_ancient_timing_files,
+        settings=get_settings("peak_bandwidth"),
     output:
         update(L.peak),
     params:
@@ -59,6 +60,7 @@ rule bandwidth_plot:
         configs=ancient(L.configs),
         peak=L.peak,
         plotly_js=L.plotly_js,
+        settings=get_settings("bandwidth_plot"),
     output:
         png=update(L.bandwidth_png),
         html=update(L.bandwidth_html),

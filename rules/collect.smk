@@ -10,7 +10,7 @@ checkpoint collect:
         preset=config["preset"],
         selection=get_collect_options(),
         suite=SUITE_ARG,
-        code=DIGEST["measured"],
+        code=DIGEST["suite"],
     log:
         L.log("collect"),
     benchmark:

@@ -6,6 +6,7 @@ rule database:
     input:
         unpack(get_measured_outputs),
         configs=L.configs,
+        settings=get_settings("database"),
     output:
         update(L.database),
     params:

@@ -7,6 +7,7 @@ checkpoint status:
     input:
         configs=ancient(L.configs),
         records=get_step_records,
+        settings=get_settings("status"),
     output:
         update(directory(L.status_dir)),
     params:
@@ -51,6 +52,7 @@ rule latency_plot:
     input:
         results=L.benchmark_results,
         plotly_js=L.plotly_js,
+        settings=get_settings("latency_plot"),
     output:
         png=update(report(
             L.latency_png,

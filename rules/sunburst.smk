@@ -2,6 +2,7 @@ rule sunburst:
     input:
         opcalls=L.opcalls(LABEL),
         plotly_js=L.plotly_js,
+        settings=get_settings("sunburst"),
     output:
         png=update(report(
             L.sunburst_png(LABEL),
@@ -27,6 +28,8 @@ rule plotly_js:
     # The one plotly.js the figure steps' pages load (each would otherwise hold its own
     # copy of several MB); the report keeps its own, so that it opens anywhere alone.
     localrule: True
+    input:
+        settings=get_settings("plotly_js"),
     output:
         update(L.plotly_js),
     params:

@@ -30,6 +30,7 @@ rule aggregate:
     localrule: True
     input:
         timing=get_timing_files,
+        settings=get_settings("aggregate"),
     output:
         update(L.benchmark_results),
     params:

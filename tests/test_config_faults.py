@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from embprof.results.records import merge_results  # noqa: E402
 from embprof.results.steps import StepRecord, read_status  # noqa: E402
 from embprof.workflow.lock import LOCKS, LockHeld, release_stale_lock, snakemake_pids  # noqa: E402
 from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems  # noqa: E402
-from embprof.workflow.settings import record_settings  # noqa: E402
+from embprof.workflow.settings import PLANS, Settings  # noqa: E402
 from embprof.workflow.validation import validate_config  # noqa: E402
 
 SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
@@ -218,21 +219,34 @@ def test_a_bad_timing_record_is_named_by_the_file_it_came_from(tmp_path: Path) -
 
 # ---- settings that travel with results/ ----
 
-def test_a_settings_file_changes_only_when_its_settings_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_record_changes_only_once_a_run_that_used_it_succeeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34, case 2: planning (a dry run, a run stopped on the lock) never changes a record;
+    a changed setting re-runs its step until a run that succeeds records it, whatever the mtimes."""
     monkeypatch.chdir(tmp_path)
-    path = Path("results/settings/timing/L.json")
-    assert record_settings(path, {"iterations": 2}) == path
-    assert path.stat().st_mtime == 0  # new: re-runs nothing that exists
-    assert json.loads(path.read_text()) == {"iterations": 2}
-    os.utime(path, (1000, 1000))
-    record_settings(path, {"iterations": 2})
-    assert path.stat().st_mtime == 1000  # unchanged: untouched
-    pending = record_settings(path, {"iterations": 3}, pending=".snakemake/pending")
-    assert pending == Path(".snakemake/pending/results/settings/timing/L.json")
-    assert json.loads(path.read_text()) == {"iterations": 2} and path.stat().st_mtime == 1000  # a dry run
-    assert json.loads(pending.read_text()) == {"iterations": 3} and pending.stat().st_mtime > 1000
-    record_settings(path, {"iterations": 3})
-    assert json.loads(path.read_text()) == {"iterations": 3} and path.stat().st_mtime > 1000
+    record = Path("results/settings/timing/L.json")
+    # No record yet (a folder from before records): taken as it is now, and filled in, dated 0.
+    plan = Settings().plan(record, {"iterations": 2})
+    assert plan == PLANS / record and plan.stat().st_mtime == 0
+    assert json.loads(record.read_text()) == {"iterations": 2} and record.stat().st_mtime == 0
+    # Unchanged: the plan stays dated 0 (it re-runs nothing), the record untouched.
+    os.utime(record, (1000, 1000))
+    assert Settings().plan(record, {"iterations": 2}).stat().st_mtime == 0 and record.stat().st_mtime == 1000
+    # Changed: the plan is dated now, every time it is planned, and the record is left alone...
+    for run in (Settings(dry=True), Settings()):  # a dry run, a run that stops on the lock
+        before = time.time() - 1
+        plan = run.plan(record, {"iterations": 3})
+        assert plan.stat().st_mtime > before and json.loads(plan.read_text())["iterations"] == 3
+        assert json.loads(record.read_text()) == {"iterations": 2} and record.stat().st_mtime == 1000
+    assert Settings(dry=True).record() == [] and json.loads(record.read_text()) == {"iterations": 2}
+    # ... until the run that used it succeeds.
+    run = Settings()
+    run.plan(record, {"iterations": 3})
+    assert run.record() == [record] and json.loads(record.read_text()) == {"iterations": 3}
+    assert Settings().plan(record, {"iterations": 3}).stat().st_mtime == 0
+    # A key the record never held (the code digest, added later) is taken as it is now.
+    assert Settings().plan(record, {"iterations": 3, "code": "abc"}).stat().st_mtime == 0
+    assert json.loads(record.read_text()) == {"iterations": 3, "code": "abc"}
+    assert Settings().plan(record, {"iterations": 3, "code": "def"}).stat().st_mtime > 0
 
 
 # ---- the lock a killed run leaves ----
