@@ -31,17 +31,6 @@ include: "rules/database.smk"
 include: "rules/embedding_collection.smk"
 
 
-# The settings records of results/settings/ (embprof.workflow.settings): what this run filled
-# in, again once it holds the lock; what it changed, once it has succeeded (not a --touch).
-onstart:
-    SETTINGS_BOOK.fill()
-
-
-onsuccess:
-    if not workflow.touch:
-        SETTINGS_BOOK.record()
-
-
 # Cheap whole-workflow steps stay on the submitting host under a cluster executor
 # (`localrule: True` in each, which a module's renamed rules keep).
 rule all:

@@ -20,7 +20,7 @@ rule peak_bandwidth:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "embprof peak-bandwidth --records {input.records} --force"
+        "embprof --record-settings {input.settings:q} peak-bandwidth --records {input.records} --force"
         " --out {output} > {log} 2>&1"
 
 
@@ -43,7 +43,7 @@ rule bandwidth:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof bandwidth {input.opcalls} --record {input.record}"
+        "embprof --record-settings {input.settings:q} bandwidth {input.opcalls} --record {input.record}"
         " --peak {input.peak} --out {output} > {log} 2>&1"
 
 
@@ -74,5 +74,5 @@ rule bandwidth_plot:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof bandwidth-plot --results-dir {params.results_dir} --png {output.png}"
+        "embprof --record-settings {input.settings:q} bandwidth-plot --results-dir {params.results_dir} --png {output.png}"
         " --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"

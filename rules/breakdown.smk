@@ -22,4 +22,4 @@ rule breakdown:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof breakdown {input.trace} --out-dir {params.out_dir} > {log} 2>&1"
+        "embprof --record-settings {input.settings:q} breakdown {input.trace} --out-dir {params.out_dir} > {log} 2>&1"

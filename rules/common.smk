@@ -172,11 +172,11 @@ def get_timing_options(wildcards):
 # The settings that shape each step's outputs, beside its code, as files in results/settings/:
 # they travel with a copied results/, so a changed setting re-runs its steps in any clone
 # (Snakemake's own params trigger lives in .snakemake/, which stays behind).
-# A record is written only by a run that made what it describes (embprof.workflow.settings):
-# planning writes plans under .snakemake/, and a run that succeeds records the changed ones
-# (the Snakefile's onstart and onsuccess).
+# A record is written only by the job that made what it describes (embprof.workflow.settings):
+# planning writes plans under .snakemake/, and each job's command records its plan once it has
+# succeeded (`embprof --record-settings PLAN`). One record per job: per config for per-config rules.
 SETTINGS_BOOK = Settings(dry=workflow.dryrun)
-PER_CONFIG_SETTINGS = ("profile", "timing")
+PER_CONFIG_SETTINGS = ("profile", "timing", "breakdown", "bandwidth", "sunburst")
 
 
 def _run_settings(label, iterations_key):

@@ -19,4 +19,4 @@ rule database:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof db write --results-dir {params.results_dir} > {log} 2>&1"
+        "embprof --record-settings {input.settings:q} db write --results-dir {params.results_dir} > {log} 2>&1"

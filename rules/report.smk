@@ -19,7 +19,7 @@ checkpoint status:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof status --results-dir {params.results_dir} > {log} 2>&1"
+        "embprof --record-settings {input.settings:q} status --results-dir {params.results_dir} > {log} 2>&1"
 
 
 rule environment:
@@ -43,7 +43,7 @@ rule environment:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "embprof environment --preset {params.preset} --profiler {params.profiler}"
+        "embprof --record-settings {input.settings:q} environment --preset {params.preset} --profiler {params.profiler}"
         " {params.nsys} {params.suite} --out {output} {input.timing} > {log} 2>&1"
 
 
@@ -70,7 +70,7 @@ rule latency_plot:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof latency-plot --results {input.results}"
+        "embprof --record-settings {input.settings:q} latency-plot --results {input.results}"
         " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"
 
 
@@ -110,5 +110,5 @@ rule report:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof report --results-dir {params.results_dir} {params.compare}"
+        "embprof --record-settings {input.settings:q} report --results-dir {params.results_dir} {params.compare}"
         " --out-dir {params.results_dir}/report > {log} 2>&1"

@@ -20,7 +20,7 @@ rule sunburst:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof sunburst --opcalls {input.opcalls}"
+        "embprof --record-settings {input.settings:q} sunburst --opcalls {input.opcalls}"
         " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"
 
 
@@ -42,4 +42,4 @@ rule plotly_js:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof plotly-js --out {output} > {log} 2>&1"
+        "embprof --record-settings {input.settings:q} plotly-js --out {output} > {log} 2>&1"

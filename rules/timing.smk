@@ -21,7 +21,7 @@ rule timing:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "embprof timing --test-id {params.test_id:q} --label {wildcards.label}"
+        "embprof --record-settings {input.settings:q} timing --test-id {params.test_id:q} --label {wildcards.label}"
         " --preset {params.preset} {params.options}"
         " --out {output.timing} --record {output.record} --log {log} {params.suite} > {log} 2>&1"
 
@@ -42,4 +42,4 @@ rule aggregate:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof aggregate --out {output} {input.timing} > {log} 2>&1"
+        "embprof --record-settings {input.settings:q} aggregate --out {output} {input.timing} > {log} 2>&1"

@@ -26,7 +26,7 @@ from embprof.results.records import merge_results  # noqa: E402
 from embprof.results.steps import StepRecord, read_status  # noqa: E402
 from embprof.workflow.lock import LOCKS, LockHeld, release_stale_lock, snakemake_pids  # noqa: E402
 from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems  # noqa: E402
-from embprof.workflow.settings import PLANS, Settings  # noqa: E402
+from embprof.workflow.settings import PLANS, Settings, record_from_plan  # noqa: E402
 from embprof.workflow.validation import validate_config  # noqa: E402
 
 SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
@@ -219,9 +219,9 @@ def test_a_bad_timing_record_is_named_by_the_file_it_came_from(tmp_path: Path) -
 
 # ---- settings that travel with results/ ----
 
-def test_a_record_changes_only_once_a_run_that_used_it_succeeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 34, case 2: planning (a dry run, a run stopped on the lock) never changes a record;
-    a changed setting re-runs its step until a run that succeeds records it, whatever the mtimes."""
+def test_a_record_changes_only_when_the_job_that_used_it_succeeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34, case 2: planning (a dry run, a run stopped on the lock, a --touch) never changes a
+    record; a changed setting re-runs its job until the job records it, whatever the mtimes."""
     monkeypatch.chdir(tmp_path)
     record = Path("results/settings/timing/L.json")
     # No record yet (a folder from before records): taken as it is now, and filled in, dated 0.
@@ -231,22 +231,25 @@ def test_a_record_changes_only_once_a_run_that_used_it_succeeds(tmp_path: Path, 
     # Unchanged: the plan stays dated 0 (it re-runs nothing), the record untouched.
     os.utime(record, (1000, 1000))
     assert Settings().plan(record, {"iterations": 2}).stat().st_mtime == 0 and record.stat().st_mtime == 1000
-    # Changed: the plan is dated now, every time it is planned, and the record is left alone...
-    for run in (Settings(dry=True), Settings()):  # a dry run, a run that stops on the lock
+    # Changed: the plan is dated now, with a new time in it, every time it is planned; the record stays.
+    seen = set()
+    for run in (Settings(dry=True), Settings(), Settings()):  # a dry run; runs that stop on the lock or touch
         before = time.time() - 1
         plan = run.plan(record, {"iterations": 3})
         assert plan.stat().st_mtime > before and json.loads(plan.read_text())["iterations"] == 3
+        seen.add(plan.read_bytes())
         assert json.loads(record.read_text()) == {"iterations": 2} and record.stat().st_mtime == 1000
-    assert Settings(dry=True).record() == [] and json.loads(record.read_text()) == {"iterations": 2}
-    # ... until the run that used it succeeds.
-    run = Settings()
-    run.plan(record, {"iterations": 3})
-    assert run.record() == [record] and json.loads(record.read_text()) == {"iterations": 3}
+    assert len(seen) == 3  # a checksum Snakemake recorded for the job never matches the next plan
+    # The job that ran with it records it (its command, `embprof --record-settings PLAN ...`).
+    assert record_from_plan(plan) == record and json.loads(record.read_text()) == {"iterations": 3}
     assert Settings().plan(record, {"iterations": 3}).stat().st_mtime == 0
     # A key the record never held (the code digest, added later) is taken as it is now.
     assert Settings().plan(record, {"iterations": 3, "code": "abc"}).stat().st_mtime == 0
     assert json.loads(record.read_text()) == {"iterations": 3, "code": "abc"}
     assert Settings().plan(record, {"iterations": 3, "code": "def"}).stat().st_mtime > 0
+    # Only a plan can be recorded, as one line.
+    done = embprof("--record-settings", str(tmp_path / "x.json"), "unlock", cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.strip().endswith("not a settings plan (they lie under .snakemake/embprof/settings/)")
 
 
 # ---- the lock a killed run leaves ----
