@@ -20,8 +20,8 @@ rule peak_bandwidth:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} peak-bandwidth --records {input.records} --force"
-        " --out {output} > {log} 2>&1"
+        "embprof peak-bandwidth --records {input.records} --force"
+        " --out {output} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule bandwidth:
@@ -43,8 +43,8 @@ rule bandwidth:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} bandwidth {input.opcalls} --record {input.record}"
-        " --peak {input.peak} --out {output} > {log} 2>&1"
+        "embprof bandwidth {input.opcalls} --record {input.record}"
+        " --peak {input.peak} --out {output} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule bandwidth_plot:
@@ -74,5 +74,5 @@ rule bandwidth_plot:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} bandwidth-plot --results-dir {params.results_dir} --png {output.png}"
-        " --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"
+        "embprof bandwidth-plot --results-dir {params.results_dir} --png {output.png}"
+        " --html {output.html} --plotly-js {input.plotly_js} --record-settings {input.settings:q} > {log} 2>&1"

@@ -18,5 +18,5 @@ checkpoint collect:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} collect --preset {params.preset} {params.selection} {params.suite}"
-        " --out {output.table} > {log} 2>&1"
+        "embprof collect --preset {params.preset} {params.selection} {params.suite}"
+        " --out {output.table} --record-settings {input.settings:q} > {log} 2>&1"

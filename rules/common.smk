@@ -174,7 +174,7 @@ def get_timing_options(wildcards):
 # (Snakemake's own params trigger lives in .snakemake/, which stays behind).
 # A record is written only by the job that made what it describes (embprof.workflow.settings):
 # planning writes plans under .snakemake/, and each job's command records its plan once it has
-# succeeded (`embprof --record-settings PLAN`). One record per job: per config for per-config rules.
+# succeeded (`embprof <step> ... --record-settings PLAN`). One record per job: per config for per-config rules.
 SETTINGS_BOOK = Settings(dry=workflow.dryrun)
 PER_CONFIG_SETTINGS = ("profile", "timing", "breakdown", "bandwidth", "sunburst")
 

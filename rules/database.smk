@@ -19,4 +19,4 @@ rule database:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} db write --results-dir {params.results_dir} > {log} 2>&1"
+        "embprof db --record-settings {input.settings:q} write --results-dir {params.results_dir} > {log} 2>&1"

@@ -23,6 +23,6 @@ rule profile:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} profile --test-id {params.test_id:q} --label {wildcards.label}"
+        "embprof profile --test-id {params.test_id:q} --label {wildcards.label}"
         " --preset {params.preset} --profiler {params.profiler} {params.nsys} {params.options}"
-        " --trace {output.trace} --record {output.record} --log {log} {params.suite} > {log} 2>&1"
+        " --trace {output.trace} --record {output.record} --log {log} {params.suite} --record-settings {input.settings:q} > {log} 2>&1"

@@ -19,7 +19,7 @@ checkpoint status:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} status --results-dir {params.results_dir} > {log} 2>&1"
+        "embprof status --results-dir {params.results_dir} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule environment:
@@ -43,8 +43,8 @@ rule environment:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} environment --preset {params.preset} --profiler {params.profiler}"
-        " {params.nsys} {params.suite} --out {output} {input.timing} > {log} 2>&1"
+        "embprof environment --preset {params.preset} --profiler {params.profiler}"
+        " {params.nsys} {params.suite} --out {output} {input.timing} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule latency_plot:
@@ -70,8 +70,8 @@ rule latency_plot:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} latency-plot --results {input.results}"
-        " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"
+        "embprof latency-plot --results {input.results}"
+        " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule report:
@@ -110,5 +110,5 @@ rule report:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} report --results-dir {params.results_dir} {params.compare}"
-        " --out-dir {params.results_dir}/report > {log} 2>&1"
+        "embprof report --results-dir {params.results_dir} {params.compare}"
+        " --out-dir {params.results_dir}/report --record-settings {input.settings:q} > {log} 2>&1"

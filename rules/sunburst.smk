@@ -20,8 +20,8 @@ rule sunburst:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} sunburst --opcalls {input.opcalls}"
-        " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"
+        "embprof sunburst --opcalls {input.opcalls}"
+        " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule plotly_js:
@@ -42,4 +42,4 @@ rule plotly_js:
     conda:
         "../envs/report.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} plotly-js --out {output} > {log} 2>&1"
+        "embprof plotly-js --out {output} --record-settings {input.settings:q} > {log} 2>&1"

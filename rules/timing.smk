@@ -21,9 +21,9 @@ rule timing:
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} timing --test-id {params.test_id:q} --label {wildcards.label}"
+        "embprof timing --test-id {params.test_id:q} --label {wildcards.label}"
         " --preset {params.preset} {params.options}"
-        " --out {output.timing} --record {output.record} --log {log} {params.suite} > {log} 2>&1"
+        " --out {output.timing} --record {output.record} --log {log} {params.suite} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule aggregate:
@@ -42,4 +42,4 @@ rule aggregate:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof --record-settings {input.settings:q} aggregate --out {output} {input.timing} > {log} 2>&1"
+        "embprof aggregate --out {output} {input.timing} --record-settings {input.settings:q} > {log} 2>&1"

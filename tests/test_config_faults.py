@@ -240,7 +240,7 @@ def test_a_record_changes_only_when_the_job_that_used_it_succeeds(tmp_path: Path
         seen.add(plan.read_bytes())
         assert json.loads(record.read_text()) == {"iterations": 2} and record.stat().st_mtime == 1000
     assert len(seen) == 3  # a checksum Snakemake recorded for the job never matches the next plan
-    # The job that ran with it records it (its command, `embprof --record-settings PLAN ...`).
+    # The job that ran with it records it (its command, `embprof <step> ... --record-settings PLAN`).
     assert record_from_plan(plan) == record and json.loads(record.read_text()) == {"iterations": 3}
     assert Settings().plan(record, {"iterations": 3}).stat().st_mtime == 0
     # A key the record never held (the code digest, added later) is taken as it is now.
@@ -248,7 +248,7 @@ def test_a_record_changes_only_when_the_job_that_used_it_succeeds(tmp_path: Path
     assert json.loads(record.read_text()) == {"iterations": 3, "code": "abc"}
     assert Settings().plan(record, {"iterations": 3, "code": "def"}).stat().st_mtime > 0
     # Only a plan can be recorded, as one line.
-    done = embprof("--record-settings", str(tmp_path / "x.json"), "unlock", cwd=tmp_path)
+    done = embprof("unlock", "--record-settings", str(tmp_path / "x.json"), cwd=tmp_path)
     assert done.returncode == 1 and done.stderr.strip().endswith("not a settings plan (they lie under .snakemake/embprof/settings/)")
 
 

@@ -32,11 +32,6 @@ def parser() -> argparse.ArgumentParser:
         epilog="`embprof COMMAND --help` for each; the workflow's rules run exactly these.",
     )
     top.add_argument("--version", action="version", version=f"embprof {__version__}")
-    top.add_argument(
-        "--record-settings", metavar="PLAN",
-        help="once the command has succeeded, record the settings plan PLAN as what made its outputs "
-             "(the workflow's rules pass it: docs/DESIGN.md, results/settings/)",
-    )
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"embprof.cli.{name.replace('-', '_')}")
@@ -45,6 +40,11 @@ def parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
+        sub.add_argument(
+            "--record-settings", metavar="PLAN",
+            help="once the command has succeeded, record the settings plan PLAN as what made its outputs "
+                 "(the workflow's rules pass it: docs/DESIGN.md, results/settings/)",
+        )
         sub.set_defaults(run=module.run)
     return top
 

@@ -13,7 +13,7 @@ for a rule of one job per config. Three rules hold:
   relative path), which planning may write freely: a plan whose settings the record holds
   is dated 0 (it re-runs nothing), one that differs is dated now (its job re-runs). The
   job's command writes the record from its plan once it has succeeded (``embprof
-  --record-settings PLAN <step> ...``: :func:`record_from_plan`); a dry run, a
+  <step> ... --record-settings PLAN``: :func:`record_from_plan`); a dry run, a
   ``--touch``, a run that stops on the lock and a job that fails write none.
 - **A change re-runs its job in any copy of the results, whatever the mtimes.** Until the
   job records it, a plan that differs from its record is dated now again, with the time in
