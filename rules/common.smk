@@ -175,7 +175,7 @@ def get_timing_options(wildcards):
 # A record is written only by the job that made what it describes (embprof.workflow.settings):
 # planning writes plans under .snakemake/, and each job's command records its plan once it has
 # succeeded (`embprof <step> ... --record-settings PLAN`). One record per job: per config for per-config rules.
-SETTINGS_BOOK = Settings(dry=workflow.dryrun)
+SETTINGS_BOOK = Settings()
 PER_CONFIG_SETTINGS = ("profile", "timing", "breakdown", "bandwidth", "sunburst")
 
 
@@ -233,7 +233,7 @@ def get_settings(rule):
 @lru_cache(maxsize=None)
 def _plan(rule, label):
     """Planned once per run for each step and config (every DAG pass asks again)."""
-    return SETTINGS_BOOK.plan(L.settings(rule, label), SETTINGS[rule](label))
+    return SETTINGS_BOOK.plan(L.settings(rule, label), SETTINGS[rule](label), dry=workflow.dryrun)
 
 
 def get_trace():

@@ -224,7 +224,9 @@ def test_a_record_changes_only_when_the_job_that_used_it_succeeds(tmp_path: Path
     record; a changed setting re-runs its job until the job records it, whatever the mtimes."""
     monkeypatch.chdir(tmp_path)
     record = Path("results/settings/timing/L.json")
-    # No record yet (a folder from before records): taken as it is now, and filled in, dated 0.
+    # No record yet (a folder from before records): taken as it is now, and filled in, dated 0,
+    # except by a dry run.
+    assert Settings().plan(record, {"iterations": 2}, dry=True).stat().st_mtime == 0 and not record.exists()
     plan = Settings().plan(record, {"iterations": 2})
     assert plan == PLANS / record and plan.stat().st_mtime == 0
     assert json.loads(record.read_text()) == {"iterations": 2} and record.stat().st_mtime == 0
@@ -233,9 +235,9 @@ def test_a_record_changes_only_when_the_job_that_used_it_succeeds(tmp_path: Path
     assert Settings().plan(record, {"iterations": 2}).stat().st_mtime == 0 and record.stat().st_mtime == 1000
     # Changed: the plan is dated now, with a new time in it, every time it is planned; the record stays.
     seen = set()
-    for run in (Settings(dry=True), Settings(), Settings()):  # a dry run; runs that stop on the lock or touch
+    for dry in (True, False, False):  # a dry run; runs that stop on the lock or touch
         before = time.time() - 1
-        plan = run.plan(record, {"iterations": 3})
+        plan = Settings().plan(record, {"iterations": 3}, dry=dry)
         assert plan.stat().st_mtime > before and json.loads(plan.read_text())["iterations"] == 3
         seen.add(plan.read_bytes())
         assert json.loads(record.read_text()) == {"iterations": 2} and record.stat().st_mtime == 1000

@@ -305,6 +305,12 @@ def test_results_copied_beside_a_fresh_checkout_rerun_nothing(
     workdir, config = tiny_run
     fresh = checkout_with_results(workdir, tmp_path / "fresh")
     assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config)))
+    # A folder from before settings were recorded: taken as it is, and a dry run writes nothing there.
+    shutil.rmtree(fresh / "results" / "settings")
+    assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config)))
+    assert not (fresh / "results" / "settings").exists()
+    assert_nothing_to_do(snakemake(fresh, "--cores", "1", "report", "--configfile", str(config)))
+    assert (fresh / "results" / "settings" / "report.json").is_file()  # a run fills them in
 
 
 def _settings(results: Path) -> dict[str, bytes]:

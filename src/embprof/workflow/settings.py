@@ -57,16 +57,15 @@ def _read(path: Path) -> dict | None:
 
 
 class Settings:
-    """One run's plans: the input file of each job whose outputs settings shape.
-    ``dry``: a dry run (nothing in ``results/`` is written)."""
+    """One run's plans: the input file of each job whose outputs settings shape."""
 
-    def __init__(self, plans: str | os.PathLike[str] = PLANS, dry: bool = False) -> None:
+    def __init__(self, plans: str | os.PathLike[str] = PLANS) -> None:
         self.plans = Path(plans)
-        self.dry = dry
         self._planned: dict[tuple[Path, str], Path] = {}
 
-    def plan(self, record: str | os.PathLike[str], settings: Mapping[str, Any]) -> Path:
-        """The input file of a job whose outputs ``settings`` shape, recorded at ``record``."""
+    def plan(self, record: str | os.PathLike[str], settings: Mapping[str, Any], dry: bool = False) -> Path:
+        """The input file of a job whose outputs ``settings`` shape, recorded at ``record``; ``dry``:
+        a dry run, which writes nothing in ``results/`` (Snakemake knows it only once it plans)."""
         record = Path(record)
         text = settings_text(settings)
         key = (record, text)
@@ -76,7 +75,7 @@ class Settings:
         held = _read(record)
         plan = self.plans / record
         if not record.exists() or (held is not None and _agrees(held, wanted)):
-            if held != wanted and not self.dry:  # fill in what was never recorded, dated 0
+            if held != wanted and not dry:  # fill in what was never recorded, dated 0
                 write_text(record, text)
                 os.utime(record, (_SETTLED, _SETTLED))
             self._settle(plan, text)
