@@ -232,8 +232,19 @@ def get_settings(rule):
 
 @lru_cache(maxsize=None)
 def _plan(rule, label):
-    """Planned once per run for each step and config (every DAG pass asks again)."""
+    """Planned once per run for each step and config (every DAG pass asks again). The first call
+    plans every job of the configs listed so far: Snakemake takes a file that appears in a folder
+    it has already listed while it builds the DAG as missing."""
+    if not _EVERY_JOB_PLANNED:
+        _EVERY_JOB_PLANNED.append(True)
+        labels = [c.label for c in read_configs(L.configs)] if L.configs.is_file() else []
+        for other in SETTINGS:
+            for each in labels if other in PER_CONFIG_SETTINGS else [None]:
+                _plan(other, each)
     return SETTINGS_BOOK.plan(L.settings(rule, label), SETTINGS[rule](label), dry=workflow.dryrun)
+
+
+_EVERY_JOB_PLANNED = []
 
 
 def get_trace():

@@ -304,6 +304,10 @@ def test_results_copied_beside_a_fresh_checkout_rerun_nothing(
 ) -> None:
     workdir, config = tiny_run
     fresh = checkout_with_results(workdir, tmp_path / "fresh")
+    # Per-config jobs asked for first, in a clone without .snakemake/: each job's settings plan is
+    # there before Snakemake lists its folder (one written after was taken as a missing input).
+    steps = [f"results/steps/{step}/{label}.json" for label in GOOD_LABELS for step in ("profile", "timing")]
+    assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", *steps, "--configfile", str(config)))
     assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config)))
     # A folder from before settings were recorded: taken as it is, and a dry run writes nothing there.
     shutil.rmtree(fresh / "results" / "settings")
