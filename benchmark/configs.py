@@ -8,7 +8,7 @@ through every file the workflow writes.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -274,6 +274,21 @@ def _size(nbytes: float) -> str:
             return f"{nbytes:.1f} {unit}"
         nbytes /= 1024
     return f"{nbytes:.3g} EiB"
+
+
+# Options that shape a config's label: collection and every run of a config must agree on them.
+LABEL_OPTIONS = ("--preset", "--num-tables", "--total-cap")
+
+
+def extra_args_problem(args: Sequence[str]) -> str | None:
+    """Why ``args`` cannot be passed to the runs of some configs only, or ``None``: an option that
+    shapes the labels would make the run look for a test id that collection never listed."""
+    for arg in args:
+        option = arg.split("=", 1)[0]
+        if option in LABEL_OPTIONS:
+            return (f"{option} shapes the config labels, which collection fixed for every config: "
+                    "it cannot change some of them")
+    return None
 
 
 def inputs_problem(preset: str, num_iterations: int, memory: int | None) -> str | None:

@@ -8,6 +8,7 @@ rule peak_bandwidth:
     # checkpoints (it masks what lies below a job that must run, ancient edges too).
     input:
         records=get_ancient_timing_files,
+        settings=get_settings("peak_bandwidth"),
     output:
         update(L.peak),
     params:
@@ -20,7 +21,7 @@ rule peak_bandwidth:
         "../envs/benchmark.yaml"
     shell:
         "embprof peak-bandwidth --records {input.records} --force"
-        " --out {output} > {log} 2>&1"
+        " --out {output} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule bandwidth:
@@ -43,7 +44,7 @@ rule bandwidth:
         "../envs/analysis.yaml"
     shell:
         "embprof bandwidth {input.opcalls} --record {input.record}"
-        " --peak {input.peak} --out {output} > {log} 2>&1"
+        " --peak {input.peak} --out {output} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule bandwidth_plot:
@@ -59,6 +60,7 @@ rule bandwidth_plot:
         configs=ancient(L.configs),
         peak=L.peak,
         plotly_js=L.plotly_js,
+        settings=get_settings("bandwidth_plot"),
     output:
         png=update(L.bandwidth_png),
         html=update(L.bandwidth_html),
@@ -73,4 +75,4 @@ rule bandwidth_plot:
         "../envs/report.yaml"
     shell:
         "embprof bandwidth-plot --results-dir {params.results_dir} --png {output.png}"
-        " --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"
+        " --html {output.html} --plotly-js {input.plotly_js} --record-settings {input.settings:q} > {log} 2>&1"

@@ -22,4 +22,4 @@ rule breakdown:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof breakdown {input.trace} --out-dir {params.out_dir} > {log} 2>&1"
+        "embprof breakdown {input.trace} --out-dir {params.out_dir} --record-settings {input.settings:q} > {log} 2>&1"

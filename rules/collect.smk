@@ -10,7 +10,7 @@ checkpoint collect:
         preset=config["preset"],
         selection=get_collect_options(),
         suite=SUITE_ARG,
-        code=DIGEST["measured"],
+        code=DIGEST["suite"],
     log:
         L.log("collect"),
     benchmark:
@@ -19,4 +19,4 @@ checkpoint collect:
         "../envs/benchmark.yaml"
     shell:
         "embprof collect --preset {params.preset} {params.selection} {params.suite}"
-        " --out {output.table} > {log} 2>&1"
+        " --out {output.table} --record-settings {input.settings:q} > {log} 2>&1"

@@ -31,13 +31,14 @@ from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
 from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
 from embprof.results.steps import RUN_STEPS, read_statuses, succeeded
+from embprof.workflow.code import step_digests, tree_digest
 from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.environment import host_memory_bytes
 from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems
 from embprof.workflow.profiler import find_nsys, resolve_profiler
-from embprof.workflow.settings import record_settings
+from embprof.workflow.settings import Settings
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
-from embprof.workflow.suite import make_suite
+from embprof.workflow.suite import make_suite, suite_digest
 from embprof.workflow.validation import invalid_config, validate_config
 
 # The checkout this workflow lives in: its benchmark suite is what the profiles run, unless
@@ -47,7 +48,7 @@ sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package (its
 PACKAGE = Path(embprof.__file__).parent
 L = ResultsLayout("results")
 
-from benchmark.configs import inputs_problem, preset_labels, select_problem
+from benchmark.configs import extra_args_problem, inputs_problem, preset_labels, select_problem
 
 # Everything that can be known before the run stops it here, one line per problem.
 try:
@@ -57,9 +58,8 @@ except ConfigError as exc:
 SUITE = make_suite(
     WORKFLOW_ROOT, config["suite"], config["suite_args"], config["suite_env"], config["suite_launcher"], check=False
 )
-_PROBLEMS = run_problems(
-    config, SuiteFacts(preset_labels, select_problem, inputs_problem), L, host_memory_bytes(), SUITE
-)
+_SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
+_PROBLEMS = run_problems(config, _SUITE, L, host_memory_bytes(), SUITE)
 if _PROBLEMS:
     raise WorkflowError(str(invalid_config(_PROBLEMS)))
 _BROKEN = results_problems(L)
@@ -85,31 +85,19 @@ SUITE_ARG = shlex.join(SUITE.options(relative_to="."))
 CATEGORIES = config_file(KERNEL_CATEGORIES)
 BANDWIDTH = config_file(BANDWIDTH_TABLE)
 
-# Code a step depends on. Rules take these digests as params: editing the code
-# re-runs them, while a fresh clone (same content, new mtimes, another path)
-# re-runs nothing. Paths are in the embprof package, except the measured code
-# (in the checkout). Neither code nor default files are inputs: their paths
-# differ between checkouts, and every input costs each DAG pass a stat.
-_BASE = ["__init__.py", "errors.py", "atomic.py", "labels.py", "results", "stats.py"]
-_FIGURES = ["plots", "pages"]
-CODE = {
-    "breakdown": [*_BASE, "cli/breakdown.py", "defaults.py", "trace"],
-    "sunburst": [*_BASE, "cli/sunburst.py", *_FIGURES],
-    "aggregate": [*_BASE, "cli/aggregate.py"],
-    "latency_plot": [*_BASE, "cli/latency_plot.py", *_FIGURES],
-    "report": [*_BASE, "cli/report.py", *_FIGURES, "report", "bandwidth", "compare"],
-    "bandwidth": [*_BASE, "cli/bandwidth.py", "defaults.py", "bandwidth"],
-    "bandwidth_plot": [*_BASE, "cli/bandwidth_plot.py", *_FIGURES, "bandwidth"],
-    "plotly_js": ["cli/plotly_js.py", "plots/figures.py"],
-    "peak_bandwidth": [*_BASE, "cli/peak_bandwidth.py", "bandwidth/peak.py"],
-    "database": [*_BASE, "cli/db.py"],
-}
-DIGEST = {step: code_digest(paths, root=PACKAGE) for step, paths in CODE.items()}
-DIGEST["measured"] = (
-    code_digest(["benchmark", "src/dynemb"], root=WORKFLOW_ROOT)
-    if SUITE.own
-    else code_digest(sorted(p.name for p in SUITE.root.glob("*.py")), root=SUITE.root)
-)
+# Code a step depends on: the modules its command imports (embprof.workflow.code: the import
+# graph of embprof.cli.<step>, cached under .snakemake/), and the measured code (in the
+# checkout, or another suite's folder). Each is recorded with the step's settings in
+# results/settings/, so that editing the code re-runs the step in any clone a copy of
+# results/ reaches, while a fresh clone (same content, new mtimes, another path) re-runs
+# nothing; the rules' params carry them too.
+CODE = step_digests(PACKAGE, cache=Path(".snakemake", "embprof", "code-embprof.json"))
+DIGEST = dict(CODE)
+if SUITE.own:
+    DIGEST["measured"] = tree_digest(WORKFLOW_ROOT, ["benchmark", "src/dynemb"], cache=Path(".snakemake", "embprof", "code-measured.json"))
+    DIGEST["suite"] = tree_digest(WORKFLOW_ROOT, ["benchmark"], cache=Path(".snakemake", "embprof", "code-suite.json"))  # what collection lists
+else:  # another suite: its file and the .py files beside it measure and list
+    DIGEST["measured"] = DIGEST["suite"] = suite_digest(SUITE)
 # The figure pages load the plotly.js that plotly.py ships: a new plotly writes it again.
 PLOTLY_VERSION = importlib.metadata.version("plotly")
 # An overriding file re-runs its step as an edit of the code would.
@@ -205,8 +193,11 @@ def get_timing_options(wildcards):
 # The settings that shape each step's outputs, beside its code, as files in results/settings/:
 # they travel with a copied results/, so a changed setting re-runs its steps in any clone
 # (Snakemake's own params trigger lives in .snakemake/, which stays behind).
-PENDING_SETTINGS = Path(".snakemake", "embprof", "pending")
-PER_CONFIG_SETTINGS = ("profile", "timing")
+# A record is written only by the job that made what it describes (embprof.workflow.settings):
+# planning writes plans under .snakemake/, and each job's command records its plan once it has
+# succeeded (`embprof <step> ... --record-settings PLAN`). One record per job: per config for per-config rules.
+SETTINGS_BOOK = Settings()
+PER_CONFIG_SETTINGS = ("profile", "timing", "breakdown", "bandwidth", "sunburst")
 
 
 def _run_settings(label, iterations_key):
@@ -219,37 +210,72 @@ def _run_settings(label, iterations_key):
     }
 
 
+def _code(*steps):
+    """The steps' code digests as one (None where one is unknown here: another suite not on this host)."""
+    parts = [CODE[step] if step in CODE else DIGEST[step] for step in steps]
+    return None if None in parts else "-".join(parts)
+
+
+def _known(settings):
+    """Settings without a code digest this host cannot know (the record's stands)."""
+    return {k: v for k, v in settings.items() if not (k == "code" and v is None)}
+
+
 SETTINGS = {
     "collect": lambda label: {
         "preset": config["preset"],
         "select": config["select"],
         "labels": config["labels"],
         "size_args": SIZE_ARGS,
+        "code": _code("suite", "collect"),
         **SUITE_SETTINGS,
     },
-    "profile": lambda label: {**_run_settings(label, "profile_iterations"), "profiler": PROFILER, **SUITE_SETTINGS},
+    "profile": lambda label: {
+        **_run_settings(label, "profile_iterations"), "profiler": PROFILER, "code": _code("measured", "profile"),
+        **SUITE_SETTINGS,
+    },
     "timing": lambda label: {
-        **_run_settings(label, "num_iterations"),
-        "repeats": get_run_settings(label)["repeats"],
+        **_run_settings(label, "num_iterations"), "repeats": get_run_settings(label)["repeats"],
+        "code": _code("measured", "timing"),
         **SUITE_SETTINGS,
     },
-    "breakdown": lambda label: {"kernel_categories": TABLE_DIGEST["breakdown"]},
-    "bandwidth": lambda label: {"bandwidth_table": TABLE_DIGEST["bandwidth"]},
-    "environment": lambda label: {"preset": config["preset"], "profiler": PROFILER},
-    "report": lambda label: {"compare_to": config["compare_to"]},
+    "breakdown": lambda label: {"kernel_categories": TABLE_DIGEST["breakdown"], "code": _code("breakdown")},
+    "bandwidth": lambda label: {"bandwidth_table": TABLE_DIGEST["bandwidth"], "code": _code("bandwidth")},
+    "environment": lambda label: {"preset": config["preset"], "profiler": PROFILER, "code": _code("environment")},
+    "report": lambda label: {"compare_to": config["compare_to"], "code": _code("report")},
+    "plotly_js": lambda label: {"plotly": PLOTLY_VERSION, "code": _code("plotly_js")},
+    **{
+        step: (lambda label, step=step: {"code": _code(step)})
+        for step in ("status", "aggregate", "sunburst", "latency_plot", "peak_bandwidth", "bandwidth_plot", "database")
+    },
 }
 
 
 def get_settings(rule):
-    """The input function of ``rule``'s settings file (one per config for the benchmark's runs);
-    a dry run writes a changed one under .snakemake/ and leaves results/ alone."""
+    """The input function of ``rule``'s settings (one per config for the benchmark's runs): the plan
+    of its record in results/settings/, dated so that a change re-runs the rule."""
 
     def settings_file(wildcards):
-        label = wildcards.label if rule in PER_CONFIG_SETTINGS else None
-        pending = PENDING_SETTINGS if workflow.dryrun else None
-        return record_settings(L.settings(rule, label), SETTINGS[rule](label), pending)
+        return _plan(rule, wildcards.label if rule in PER_CONFIG_SETTINGS else None)
 
     return settings_file
+
+
+@lru_cache(maxsize=None)
+def _plan(rule, label):
+    """Planned once per run for each step and config (every DAG pass asks again). The first call
+    plans every job of the configs listed so far: Snakemake takes a file that appears in a folder
+    it has already listed while it builds the DAG as missing."""
+    if not _EVERY_JOB_PLANNED:
+        _EVERY_JOB_PLANNED.append(True)
+        labels = [c.label for c in read_configs(L.configs)] if L.configs.is_file() else []
+        for other in SETTINGS:
+            for each in labels if other in PER_CONFIG_SETTINGS else [None]:
+                _plan(other, each)
+    return SETTINGS_BOOK.plan(L.settings(rule, label), _known(SETTINGS[rule](label)), dry=workflow.dryrun)
+
+
+_EVERY_JOB_PLANNED = []
 
 
 def get_trace():

@@ -6,6 +6,7 @@ rule database:
     input:
         unpack(get_measured_outputs),
         configs=L.configs,
+        settings=get_settings("database"),
     output:
         update(L.database),
     params:
@@ -18,4 +19,4 @@ rule database:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof db write --results-dir {params.results_dir} > {log} 2>&1"
+        "embprof db --record-settings {input.settings:q} write --results-dir {params.results_dir} > {log} 2>&1"

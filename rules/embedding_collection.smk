@@ -72,7 +72,7 @@ rule ec_breakdown:
         "../envs/analysis.yaml"
     shell:
         "rm -rf {output:q}.part && if ls {input.traces}/*.kineto.json.gz > /dev/null 2>&1; then"
-        " embprof breakdown {input.traces}/*.kineto.json.gz --out-dir {output:q}.part > {log} 2>&1;"
+        " embprof breakdown --merge {input.traces}/*.kineto.json.gz --out-dir {output:q}.part > {log} 2>&1;"
         " else mkdir -p {output:q}.part && cp {input.traces}/*.skipped.txt {output:q}.part/ 2> {log}; fi"
         " && rm -rf {output:q} && mv {output:q}.part {output:q}"
 

@@ -25,4 +25,4 @@ rule profile:
     shell:
         "embprof profile --test-id {params.test_id:q} --label {wildcards.label}"
         " --preset {params.preset} --profiler {params.profiler} {params.nsys} {params.options}"
-        " --trace {output.trace} --record {output.record} --log {log} {params.suite} > {log} 2>&1"
+        " --trace {output.trace} --record {output.record} --log {log} {params.suite} --record-settings {input.settings:q} > {log} 2>&1"

@@ -7,6 +7,7 @@ checkpoint status:
     input:
         configs=ancient(L.configs),
         records=get_step_records,
+        settings=get_settings("status"),
     output:
         update(directory(L.status_dir)),
     params:
@@ -18,7 +19,7 @@ checkpoint status:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof status --results-dir {params.results_dir} > {log} 2>&1"
+        "embprof status --results-dir {params.results_dir} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule environment:
@@ -43,7 +44,7 @@ rule environment:
         "../envs/benchmark.yaml"
     shell:
         "embprof environment --preset {params.preset} --profiler {params.profiler}"
-        " {params.nsys} {params.suite} --out {output} {input.timing} > {log} 2>&1"
+        " {params.nsys} {params.suite} --out {output} {input.timing} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule latency_plot:
@@ -51,6 +52,7 @@ rule latency_plot:
     input:
         results=L.benchmark_results,
         plotly_js=L.plotly_js,
+        settings=get_settings("latency_plot"),
     output:
         png=update(report(
             L.latency_png,
@@ -69,7 +71,7 @@ rule latency_plot:
         "../envs/report.yaml"
     shell:
         "embprof latency-plot --results {input.results}"
-        " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} > {log} 2>&1"
+        " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule report:
@@ -109,4 +111,4 @@ rule report:
         "../envs/report.yaml"
     shell:
         "embprof report --results-dir {params.results_dir} {params.compare}"
-        " --out-dir {params.results_dir}/report > {log} 2>&1"
+        " --out-dir {params.results_dir}/report --record-settings {input.settings:q} > {log} 2>&1"

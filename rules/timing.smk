@@ -23,13 +23,14 @@ rule timing:
     shell:
         "embprof timing --test-id {params.test_id:q} --label {wildcards.label}"
         " --preset {params.preset} {params.options}"
-        " --out {output.timing} --record {output.record} --log {log} {params.suite} > {log} 2>&1"
+        " --out {output.timing} --record {output.record} --log {log} {params.suite} --record-settings {input.settings:q} > {log} 2>&1"
 
 
 rule aggregate:
     localrule: True
     input:
         timing=get_timing_files,
+        settings=get_settings("aggregate"),
     output:
         update(L.benchmark_results),
     params:
@@ -41,4 +42,4 @@ rule aggregate:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "embprof aggregate --out {output} {input.timing} > {log} 2>&1"
+        "embprof aggregate --out {output} {input.timing} --record-settings {input.settings:q} > {log} 2>&1"

@@ -26,7 +26,7 @@ from embprof.report.crosscheck import (
 )
 from embprof.results.opcalls import COLUMNS as CSV_COLUMNS
 from embprof.results.opcalls import read_opcalls as read_opcalls_csv
-from embprof.trace import breakdown, run_breakdown, write_outputs
+from embprof.trace import TraceError, breakdown, run_breakdown, write_outputs
 from embprof.trace.categories import load_categories
 from embprof.trace.names import short_kernel_name
 
@@ -128,11 +128,16 @@ def test_traces_of_one_label_merge(tmp_path):
     one = benchmark_layout_variant(tmp_path, "a.sqlite")
     two = benchmark_layout_variant(tmp_path, "b.sqlite")
     single = run_breakdown([one])[LABEL]
-    merged = run_breakdown([one, two])[LABEL]
+    merged = run_breakdown([one, two], merge=True)[LABEL]
     assert merged.num_iters == 2 * single.num_iters
     assert_matches({LABEL: merged}, expected([raw_from_sqlite(one), raw_from_sqlite(two)], "default", CATS.of))
     pd.testing.assert_series_equal(merged.rows["avg_ms_per_iter"], single.rows["avg_ms_per_iter"])
     assert merged.busy_ms_per_iter == pytest.approx(single.busy_ms_per_iter)
+    # Not on purpose (issue 34, case 4): a second trace of a config, or one file twice, is refused.
+    with pytest.raises(TraceError, match=f"{two}: config {LABEL} is also in {one}: one trace per config"):
+        run_breakdown([one, two])
+    with pytest.raises(TraceError, match=r"is given twice \(also as "):
+        run_breakdown([one, tmp_path / ".." / tmp_path.name / "a.sqlite"], merge=True)
 
 
 @pytest.mark.slow
@@ -326,6 +331,35 @@ BAD = {
     ),
     "deeply nested json": (lambda t: _write(t / "deep.json", b'{"traceEvents": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
                            "JSON nested too deeply"),
+    # Well-formed, and yet wrong numbers without a word before issue 34 (case 4) or a traceback (case 6).
+    "every kernel record twice": (
+        lambda t: _edit(benchmark_layout_variant(t, "d.sqlite"), "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL"),
+        "kernel/copy record(s) repeat another exactly (same process, correlation id, name, start and end)",
+    ),
+    "one copy record twice": (
+        lambda t: _edit(benchmark_layout_variant(t, "c.sqlite"), "INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY SELECT * FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE " + _FIRST.format("CUPTI_ACTIVITY_KIND_MEMCPY")),
+        "1 kernel/copy record(s) repeat another exactly",
+    ),
+    "colliding correlation ids": (
+        lambda t: _edit(benchmark_layout_variant(t, "x.sqlite"), "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = (SELECT min(correlationId) FROM CUPTI_ACTIVITY_KIND_RUNTIME) WHERE rowid = (SELECT max(rowid) FROM CUPTI_ACTIVITY_KIND_RUNTIME)"),
+        "1 runtime call(s) share their correlation id with another call of their process",
+    ),
+    "op range without a name": (
+        lambda t: _edit(benchmark_layout_variant(t, "o.sqlite"), "UPDATE NVTX_EVENTS SET text = 'op:' WHERE text = 'op:unique'"),
+        "op: range(s) have no name after 'op:'",
+    ),
+    "the same trace under another name": (lambda t: benchmark_layout_variant(t, "again.sqlite"), f"config {LABEL} is also in "),
+    "no StringIds table": (lambda t: _edit(benchmark_layout_variant(t, "s.sqlite"), "DROP TABLE StringIds"), "no StringIds table"),
+    "range name not UTF-8": (
+        lambda t: _edit(benchmark_layout_variant(t, "u8.sqlite"), "UPDATE NVTX_EVENTS SET text = CAST(X'6f703a75ff6e' AS TEXT) WHERE text = 'op:unique'"),
+        "table NVTX_EVENTS: a range name is not UTF-8 text",
+    ),
+    "kernel name not UTF-8": (
+        lambda t: _edit(benchmark_layout_variant(t, "k8.sqlite"), "UPDATE StringIds SET value = CAST(X'6bff' AS TEXT) WHERE id = (SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1)"),
+        "holds b'k\\xff', not UTF-8 text",
+    ),
+    "kineto name with a lone surrogate": (lambda t: _kineto(t / "sur.json", "kernel", name="gemm\ud800"),
+                                          "event name 'gemm\\ud800' is not text (surrogates not allowed)"),
     "no nsys for .nsys-rep": (lambda t: H200_REP, "needs nsys to export it"),
     "nsys export fails": (lambda t: H200_REP, "nsys export failed (exit 2): boom"),
 }
@@ -362,6 +396,38 @@ def test_bad_input_exits_1_without_traceback(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1 and "unreadable SQLite export" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_range_name_that_is_not_utf8_is_one_line_through_sqlite3_too(tmp_path):
+    from embprof.trace.attribute import attribute
+    from embprof.trace.nsys import NsysSource
+
+    path = _edit(benchmark_layout_variant(tmp_path, "u8.sqlite"),
+                 "UPDATE NVTX_EVENTS SET text = CAST(X'6f703a75ff6e' AS TEXT) WHERE text = 'op:unique'")
+    slow = NsysSource(path, use_adbc=False)
+    with pytest.raises(TraceError, match="table NVTX_EVENTS: a range name is not UTF-8 text"):
+        attribute(slow)
+    slow.close()
+
+
+def test_a_csv_and_its_sidecar_are_replaced_together_or_not_at_all(tmp_path, good_trace, capsys):
+    """Issue 34, case 4: a sidecar that cannot be written left the CSV replaced, the pair disagreeing."""
+    out = tmp_path / "out"
+    assert main([str(good_trace), "--out-dir", str(out)]) == 0
+    csv, busy = out / f"opcalls__{LABEL}.csv", out / f"opcalls__{LABEL}.busy.json"
+    before = {p: p.read_bytes() for p in (csv, busy)}
+    busy.unlink()
+    busy.mkdir()  # the sidecar's place is taken: it cannot be replaced
+    (csv.parent / "other.csv").write_text("kept\n")
+    short = benchmark_layout_variant(tmp_path, "short.sqlite")
+    _edit(short, "DELETE FROM NVTX_EVENTS WHERE text = 'nsys_iter_2'")  # other numbers than the CSV's
+    assert main([str(short), "--out-dir", str(out)]) == 1
+    assert capsys.readouterr().err.count("\n") == 1
+    assert csv.read_bytes() == before[csv] and busy.is_dir()
+    assert sorted(p.name for p in out.iterdir()) == sorted([csv.name, busy.name, "other.csv"])  # no temporaries
+    busy.rmdir()
+    assert main([str(short), "--out-dir", str(out)]) == 0
+    assert csv.read_bytes() != before[csv] and busy.is_file()
 
 
 @pytest.mark.parametrize("path", [H200, H100X2], ids=["h200", "h100x2"])

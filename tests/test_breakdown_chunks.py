@@ -21,7 +21,7 @@ from test_breakdown_reference import assert_matches, expected, raw_from_sqlite
 
 from embprof.trace import TraceError, run_breakdown
 from embprof.trace import sweep as sweep_module
-from embprof.trace.calls import CallStore
+from embprof.trace.calls import CallStore, CollidingCalls
 from embprof.trace.model import CallRows
 from embprof.trace.nesting import enclosing, innermost_of
 
@@ -143,11 +143,12 @@ def test_parents_of_deep_chains_and_long_sibling_runs():
     ),
     probe=st.lists(st.tuples(st.integers(0, 2), st.integers(-1, 310)), max_size=40),
 )
-def test_call_store_finds_the_first_call_of_each_key(parts, probe):
-    """Dense or sparse, in order or not, keys repeated or not: the first call read of a key wins."""
+def test_call_store_finds_every_call_and_refuses_shared_keys(parts, probe):
+    """Dense or sparse, in order or not: every call is found by its key, and two calls of one
+    process with one correlation id are refused (which launched a kernel cannot be told)."""
     pids = np.array([10 << 24, 20 << 24, 30 << 24], np.int64)
     store, seen = CallStore(), {}
-    n = 0
+    n, shared = 0, 0
     for part in parts:
         proc = pids[[p for p, _ in part]]
         corr = np.array([c for _, c in part], np.int64)
@@ -155,8 +156,14 @@ def test_call_store_finds_the_first_call_of_each_key(parts, probe):
         span = np.arange(n, n + len(part), dtype=np.int64) % 5 - 1
         store.add(CallRows(process=proc, corr=corr, thread=proc + 1, start=corr), ctx, span)
         for key, c, sp in zip(zip(proc.tolist(), corr.tolist(), strict=True), ctx.tolist(), span.tolist(), strict=True):
+            shared += key in seen
             seen.setdefault(key, (c, sp))
         n += len(part)
+    if shared:
+        with pytest.raises(CollidingCalls) as refused:
+            store.finish()
+        assert refused.value.count == shared
+        return
     store.finish()
     proc = pids[[p for p, _ in probe]] if probe else np.zeros(0, np.int64)
     corr = np.array([c for _, c in probe], np.int64)

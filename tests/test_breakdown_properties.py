@@ -75,8 +75,9 @@ def build(path: Path, seed: int, n_threads: int, steps: int, follow: float, in_s
                     runtime.append((t, t + 3, gtid, c))
                 what = rng.choice(["kernel", "graph", "memcpy", "memset"], p=[0.6, 0.15, 0.15, 0.1])
                 n = int(rng.integers(2, 5)) if what == "graph" else 1
-                for _ in range(n):
-                    s = t + int(rng.integers(0, 40))
+                # A graph's kernels never start at the same time on one stream: no record repeats another.
+                for start in rng.choice(40, size=n, replace=False).tolist():
+                    s = t + start
                     row = (s, s + int(rng.integers(0, 30)), c, pid)
                     if what in ("kernel", "graph"):
                         kernels.append((*row, int(rng.integers(1, len(KERNELS) + 1)), 1 if what == "graph" else None))

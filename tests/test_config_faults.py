@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,17 +19,17 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # the suite lives in benchmark/, a package beside src/
     sys.path.insert(0, str(REPO))
 
-from benchmark.configs import inputs_problem, preset_labels, select_problem  # noqa: E402
+from benchmark.configs import extra_args_problem, inputs_problem, preset_labels, select_problem  # noqa: E402
 from embprof.errors import ConfigError, ContractError  # noqa: E402
 from embprof.results.layout import ResultsLayout  # noqa: E402
 from embprof.results.records import merge_results  # noqa: E402
 from embprof.results.steps import StepRecord, read_status  # noqa: E402
 from embprof.workflow.lock import LOCKS, LockHeld, release_stale_lock, snakemake_pids  # noqa: E402
 from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems  # noqa: E402
-from embprof.workflow.settings import record_settings  # noqa: E402
+from embprof.workflow.settings import PLANS, Settings, record_from_plan  # noqa: E402
 from embprof.workflow.validation import validate_config  # noqa: E402
 
-SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem)
+SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
 GPU = "T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K"
 HBM = "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K"
 GIB = 1 << 30
@@ -92,6 +93,32 @@ def test_labels_that_name_no_config_and_equals_in_select() -> None:
         "(-k cannot hold '='; `labels:` takes label parts with '=')",
         "labels: '_sgd_gpux_' is in no config label of the smoke preset (e.g. T2_totalB1024_D16_adam_gpu_pool=none_cap=1K)",
     ]
+
+
+def test_overrides_that_match_nothing_or_cannot_apply_are_refused() -> None:
+    """Issue 34, case 7: an override key in no label was ignored without a word, and an override's
+    --num-tables (the docs' own example) failed its config while the run exited 0."""
+    problems = run_problems(config(overrides={
+        "_sgd_gpux_": {"num_iterations": 3},
+        "_gpu_": {"extra_args": ["--num-tables=4", "--repeats", "3", "--alpha=1.2"]},
+    }), SUITE, ResultsLayout(), memory=None)
+    assert problems == [
+        "overrides: '_sgd_gpux_' is in no config label of the smoke preset (e.g. T2_totalB1024_D16_adam_gpu_pool=none_cap=1K)",
+        "overrides._gpu_.extra_args: --repeats is passed by the workflow itself: set repeats instead",
+        "overrides._gpu_.extra_args: --num-tables shapes the config labels, which collection fixed for every "
+        "config: it cannot change some of them",
+    ]
+
+
+@pytest.mark.parametrize("page", ["config/README.md", "docs/workflow.md"])
+def test_the_docs_example_overrides_are_a_run_that_can_work(page: str) -> None:
+    import re
+
+    import yaml
+
+    [block] = [b for b in re.findall(r"```yaml\n(.*?)```", (REPO / page).read_text(), re.S) if "overrides:" in b]
+    example = yaml.safe_load(block)
+    assert run_problems(config(**{"preset": "smoke", **example}), SUITE, ResultsLayout(), memory=None) == []
 
 
 def test_iterations_are_held_against_the_memory_their_inputs_need() -> None:
@@ -192,21 +219,39 @@ def test_a_bad_timing_record_is_named_by_the_file_it_came_from(tmp_path: Path) -
 
 # ---- settings that travel with results/ ----
 
-def test_a_settings_file_changes_only_when_its_settings_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_record_changes_only_when_the_job_that_used_it_succeeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34, case 2: planning (a dry run, a run stopped on the lock, a --touch) never changes a
+    record; a changed setting re-runs its job until the job records it, whatever the mtimes."""
     monkeypatch.chdir(tmp_path)
-    path = Path("results/settings/timing/L.json")
-    assert record_settings(path, {"iterations": 2}) == path
-    assert path.stat().st_mtime == 0  # new: re-runs nothing that exists
-    assert json.loads(path.read_text()) == {"iterations": 2}
-    os.utime(path, (1000, 1000))
-    record_settings(path, {"iterations": 2})
-    assert path.stat().st_mtime == 1000  # unchanged: untouched
-    pending = record_settings(path, {"iterations": 3}, pending=".snakemake/pending")
-    assert pending == Path(".snakemake/pending/results/settings/timing/L.json")
-    assert json.loads(path.read_text()) == {"iterations": 2} and path.stat().st_mtime == 1000  # a dry run
-    assert json.loads(pending.read_text()) == {"iterations": 3} and pending.stat().st_mtime > 1000
-    record_settings(path, {"iterations": 3})
-    assert json.loads(path.read_text()) == {"iterations": 3} and path.stat().st_mtime > 1000
+    record = Path("results/settings/timing/L.json")
+    # No record yet (a folder from before records): taken as it is now, and filled in, dated 0,
+    # except by a dry run.
+    assert Settings().plan(record, {"iterations": 2}, dry=True).stat().st_mtime == 0 and not record.exists()
+    plan = Settings().plan(record, {"iterations": 2})
+    assert plan == PLANS / record and plan.stat().st_mtime == 0
+    assert json.loads(record.read_text()) == {"iterations": 2} and record.stat().st_mtime == 0
+    # Unchanged: the plan stays dated 0 (it re-runs nothing), the record untouched.
+    os.utime(record, (1000, 1000))
+    assert Settings().plan(record, {"iterations": 2}).stat().st_mtime == 0 and record.stat().st_mtime == 1000
+    # Changed: the plan is dated now, with a new time in it, every time it is planned; the record stays.
+    seen = set()
+    for dry in (True, False, False):  # a dry run; runs that stop on the lock or touch
+        before = time.time() - 1
+        plan = Settings().plan(record, {"iterations": 3}, dry=dry)
+        assert plan.stat().st_mtime > before and json.loads(plan.read_text())["iterations"] == 3
+        seen.add(plan.read_bytes())
+        assert json.loads(record.read_text()) == {"iterations": 2} and record.stat().st_mtime == 1000
+    assert len(seen) == 3  # a checksum Snakemake recorded for the job never matches the next plan
+    # The job that ran with it records it (its command, `embprof <step> ... --record-settings PLAN`).
+    assert record_from_plan(plan) == record and json.loads(record.read_text()) == {"iterations": 3}
+    assert Settings().plan(record, {"iterations": 3}).stat().st_mtime == 0
+    # A key the record never held (the code digest, added later) is taken as it is now.
+    assert Settings().plan(record, {"iterations": 3, "code": "abc"}).stat().st_mtime == 0
+    assert json.loads(record.read_text()) == {"iterations": 3, "code": "abc"}
+    assert Settings().plan(record, {"iterations": 3, "code": "def"}).stat().st_mtime > 0
+    # Only a plan can be recorded, as one line.
+    done = embprof("unlock", "--record-settings", str(tmp_path / "x.json"), cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.strip().endswith("not a settings plan (they lie under .snakemake/embprof/settings/)")
 
 
 # ---- the lock a killed run leaves ----

@@ -83,6 +83,18 @@ def assert_nothing_to_do(run: subprocess.CompletedProcess[str]) -> None:
     assert "Nothing to be done" in run.stdout + run.stderr, planned_jobs(run.stdout)
 
 
+def dry_run_with_edit(workdir: Path, changed: Path, config: Path) -> str:
+    """What a dry run of ``report`` plans with one file of ``workdir`` edited (then put back)."""
+    original = changed.read_bytes()
+    try:
+        changed.write_bytes(original + b"\n# an edit\n")
+        done = snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config))
+    finally:
+        changed.write_bytes(original)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
 def checkout_with_results(workdir: Path, dst: Path) -> Path:
     """A fresh copy of the workflow at ``dst`` with a copy of ``workdir``'s results/ beside it."""
     fresh = copy_workflow(dst)
@@ -103,7 +115,7 @@ def crash_config(path: Path, overrides: dict | None = None) -> Path:
     return write_config(
         path,
         labels=[*config["labels"], "_sgd_no_caching_"],
-        overrides={"_no_caching_": {"extra_args": ["--num-tables=0"]}, **(overrides or {})},
+        overrides={"_no_caching_": {"extra_args": ["--alpha=-1"]}, **(overrides or {})},
     )
 
 
@@ -135,7 +147,7 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
     failed = json.loads((results / "status" / f"{CRASH_LABEL}.json").read_text())
     assert failed["ok"] is False and failed["failed_step"] == "profile"
     assert failed["returncode"] != 0 and failed["log"] == f"results/logs/profile/{CRASH_LABEL}.log"
-    assert "--num-tables must be at least 1" in failed["log_tail"]
+    assert "--alpha must be positive" in failed["log_tail"]
     assert failed["steps"]["timing"]["ok"] is False
     assert (results / "traces" / f"{CRASH_LABEL}.kineto.json.gz").stat().st_size == 0
     assert not (results / "opcalls" / f"opcalls__{CRASH_LABEL}.csv").exists()
@@ -144,7 +156,7 @@ def test_crashing_config_is_reported_and_the_others_complete(tiny_run: tuple[Pat
     aggregated = json.loads((results / "benchmark_results.json").read_text())
     assert sorted(r["label"] for r in aggregated) == sorted(GOOD_LABELS)
     html = (results / "report" / "index.html").read_text()
-    assert CRASH_LABEL in html and "--num-tables must be at least 1" in html
+    assert CRASH_LABEL in html and "--alpha must be positive" in html
     env = json.loads((results / "environment.json").read_text())
     assert env["device"] == "cpu" and env["profiler"] == "torch" and env["preset"] == "smoke"
     # Progress reached the logs while the benchmark ran (its own output, unbuffered).
@@ -280,14 +292,7 @@ def test_sunburst_code_change_rerenders_sunbursts_and_report_only(
         # The report's page is not the sunbursts' code: editing it re-renders no sunburst.
         (package / "report" / "templates" / "report.html.j2", {}),
     ]:
-        original = changed.read_bytes()
-        try:
-            changed.write_bytes(original + b"\n")
-            done = snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config))
-        finally:
-            changed.write_bytes(original)
-        assert done.returncode == 0, done.stderr[-3000:]
-        assert planned_jobs(done.stdout) == Counter(rerun | {("report", None): 1}), changed
+        assert planned_jobs(dry_run_with_edit(workdir, changed, config)) == Counter(rerun | {("report", None): 1}), changed
     # Same content again (only the mtime moved): nothing to do.
     assert_nothing_to_do(snakemake(workdir, "-n", "--cores", "1", "report", "--configfile", str(config)))
 
@@ -299,6 +304,95 @@ def test_results_copied_beside_a_fresh_checkout_rerun_nothing(
 ) -> None:
     workdir, config = tiny_run
     fresh = checkout_with_results(workdir, tmp_path / "fresh")
+    # Per-config jobs asked for first, in a clone without .snakemake/: each job's settings plan is
+    # there before Snakemake lists its folder (one written after was taken as a missing input).
+    steps = [f"results/steps/{step}/{label}.json" for label in GOOD_LABELS for step in ("profile", "timing")]
+    assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", *steps, "--configfile", str(config)))
+    assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config)))
+    # A folder from before settings were recorded: taken as it is, and a dry run writes nothing there.
+    shutil.rmtree(fresh / "results" / "settings")
+    assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config)))
+    assert not (fresh / "results" / "settings").exists()
+    assert_nothing_to_do(snakemake(fresh, "--cores", "1", "report", "--configfile", str(config)))
+    assert (fresh / "results" / "settings" / "report.json").is_file()  # a run fills them in
+
+
+def _settings(results: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(results)): p.read_bytes() for p in sorted((results / "settings").rglob("*.json"))}
+
+
+def _rerun_labels(jobs: Counter, rules: set[str]) -> set[str | None]:
+    return {label for rule, label in jobs if rule in rules}
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_run_stopped_on_the_lock_changes_no_recorded_setting(tiny_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """Issue 34, case 2: a second run that stopped on the lock had rewritten results/settings/, and a
+    run with the old settings then took outputs made with others as current, or the other way round."""
+    workdir, config = tiny_run
+    own = tmp_path / "wf"
+    subprocess.run(["cp", "-a", str(workdir), str(own)], check=True)
+    before = _settings(own / "results")
+    changed = crash_config(own / "changed.yaml", overrides={"_sgd_gpu_": {"profile_iterations": 3}})
+    (own / ".snakemake" / "locks").mkdir(parents=True, exist_ok=True)
+    (own / ".snakemake" / "locks" / "0.output.lock").write_text("results/report/index.html\n")  # another run holds it
+    stopped = snakemake(own, "--cores", "1", "report", "--configfile", str(changed))
+    assert stopped.returncode != 0 and "LockException" in stopped.stdout + stopped.stderr
+    assert _settings(own / "results") == before
+    (own / ".snakemake" / "locks" / "0.output.lock").unlink()
+    assert_nothing_to_do(snakemake(own, "-n", "--cores", "1", "report", "--configfile", str(config)))
+    again = snakemake(own, "-n", "--cores", "1", "report", "--configfile", str(changed))
+    assert _rerun_labels(planned_jobs(again.stdout), {"profile"}) == {GOOD_LABELS[0]}
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_changed_setting_reruns_in_a_copy_whatever_its_timestamps(tiny_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """Issue 34, case 2: a copy marked up to date with --touch (as the docs advise for one that lost
+    its timestamps) re-ran nothing after a settings change: the per-op files said 2 iterations
+    where the settings said 5."""
+    workdir, config = tiny_run
+    fresh = copy_workflow(tmp_path / "fresh")
+    subprocess.run(["cp", "-r", str(workdir / "results"), str(fresh / "results")], check=True)  # mtimes lost
+    touched = snakemake(fresh, "--cores", "1", "report", "--configfile", str(config), "--touch")
+    assert touched.returncode == 0, touched.stderr[-3000:]
+    assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config)))
+    before = _settings(fresh / "results")
+    changed = crash_config(fresh / "changed.yaml", overrides={"_sgd_gpu_": {"profile_iterations": 3}})
+    for _ in range(2):  # touched with the new settings: still not made with them
+        done = snakemake(fresh, "--cores", "1", "report", "--configfile", str(changed), "--touch")
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert _settings(fresh / "results") == before
+        again = snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(changed))
+        assert _rerun_labels(planned_jobs(again.stdout), {"profile"}) == {GOOD_LABELS[0]}
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+def test_a_code_edit_reruns_what_imports_it_in_a_copy_of_the_results(tiny_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """Issue 34, case 2 and issue 33, item 2: an edit to src/dynemb/ re-ran every profile in the
+    original clone and nothing in one that received the results; editing bandwidth/table.py re-ran
+    nothing (the hand-kept list of peak_bandwidth's code had bandwidth/peak.py only)."""
+    from embprof.workflow.code import STEP_COMMANDS, CodeGraph
+
+    workdir, config = tiny_run
+    fresh = checkout_with_results(workdir, tmp_path / "fresh")  # no .snakemake/: no Snakemake metadata
+    table = fresh / "src" / "embprof" / "bandwidth" / "table.py"
+    closures = {step: CodeGraph(table.parents[1]).closure(f"embprof.cli.{c}") for step, c in STEP_COMMANDS.items()}
+    importers = {step for step, files in closures.items() if "bandwidth/table.py" in files}
+    assert {"peak_bandwidth", "bandwidth"} <= importers and not importers & {"breakdown", "profile", "sunburst"}
+    # Those steps, and the steps that read their outputs (the chart, the database, the report).
+    for changed, rules, labels in [
+        (fresh / "src" / "dynemb" / "tier.py", None, {CRASH_LABEL, *GOOD_LABELS}),
+        (table, importers | {"bandwidth_plot", "database", "report"}, None),
+    ]:
+        jobs = planned_jobs(dry_run_with_edit(fresh, changed, config))
+        if labels is not None:
+            assert _rerun_labels(jobs, {"profile"}) == _rerun_labels(jobs, {"timing"}) == labels, jobs
+            assert "collect" not in {rule for rule, _ in jobs}
+        else:
+            assert {rule for rule, _ in jobs} == rules, jobs
     assert_nothing_to_do(snakemake(fresh, "-n", "--cores", "1", "report", "--configfile", str(config)))
 
 

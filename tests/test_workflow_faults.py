@@ -120,7 +120,7 @@ def test_a_failing_job_leaves_the_previous_outputs(run: Path, tmp_path: Path) ->
 
 
 def test_a_config_that_fails_shows_only_its_failure(run: Path) -> None:
-    config = one_config(run / "crash.yaml", overrides={"_sgd_gpu_": {"extra_args": ["--num-tables=0"]}})
+    config = one_config(run / "crash.yaml", overrides={"_sgd_gpu_": {"extra_args": ["--alpha=-1"]}})
     done = snakemake(run, "--cores", "1", "report", "--configfile", str(config))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = run / "results"
@@ -129,7 +129,7 @@ def test_a_config_that_fails_shows_only_its_failure(run: Path) -> None:
     for stale in (f"opcalls/opcalls__{LABEL}.csv", f"sunburst/{LABEL}.png", f"bandwidth/bandwidth__{LABEL}.csv"):
         assert (results / stale).is_file(), stale
     html = (results / "report" / "index.html").read_text()
-    assert "--num-tables must be at least 1" in html
+    assert "--alpha must be positive" in html
     assert "No breakdown: the profile step failed" in html
     assert "segmented_unique" not in html  # an op of the earlier breakdown, in no table or figure
     assert not list((results / "report" / "figures").glob("sunburst__*.png"))

@@ -10,9 +10,10 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,64 @@ def atomic_path(path: str | os.PathLike[str], suffix: str = ".tmp") -> Iterator[
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_paths(paths: Sequence[str | os.PathLike[str]]) -> Iterator[list[Path]]:
+    """Temporary paths beside ``paths``; when the block succeeds they replace them all, or none.
+
+    For outputs that must agree with each other (a per-op CSV and its busy sidecar): each
+    target that exists is kept under a link until every rename is done, and a rename that
+    fails puts back those done before it, so a failure leaves every target as it was.
+    """
+    targets = [Path(p) for p in paths]
+    with ExitStack() as stack:
+        temps = [stack.enter_context(_temporary(target)) for target in targets]
+        yield temps
+        _replace_all(temps, targets)
+
+
+@contextmanager
+def _temporary(target: Path) -> Iterator[Path]:
+    """A temporary beside ``target``, removed when the block ends unless it was renamed away."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name[:_TEMP_STEM]}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
+def _replace_all(temps: Sequence[Path], targets: Sequence[Path]) -> None:
+    for target in targets:
+        if target.is_dir():
+            raise IsADirectoryError(f"{target}: is a folder, not a file to replace")
+    mode = 0o666 & ~_umask()
+    kept: list[tuple[Path, Path | None]] = []  # (target, its previous version's link or None)
+    try:
+        for tmp, target in zip(temps, targets, strict=True):
+            os.chmod(tmp, mode)
+            previous = None
+            if target.exists():
+                previous = target.with_name(f".{target.name[:_TEMP_STEM]}.{os.getpid()}.previous")
+                previous.unlink(missing_ok=True)
+                try:
+                    os.link(target, previous)
+                except OSError:  # a file system without hard links
+                    shutil.copy2(target, previous)
+            kept.append((target, previous))
+            os.replace(tmp, target)
+    except BaseException:
+        for target, previous in reversed(kept):
+            if previous is not None:
+                os.replace(previous, target)
+            else:
+                target.unlink(missing_ok=True)
+        raise
+    for _, previous in kept:
+        if previous is not None:
+            previous.unlink(missing_ok=True)
 
 
 def write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:

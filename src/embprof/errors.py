@@ -22,3 +22,7 @@ class ConfigError(EmbprofError):
 
 class SuiteError(EmbprofError):
     """The benchmark suite cannot be found or collected (a config's crash is data, not this)."""
+
+
+class BusyError(EmbprofError):
+    """A file another process is writing stays locked for longer than a writer waits."""

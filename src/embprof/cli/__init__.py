@@ -40,6 +40,11 @@ def parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.add_arguments(sub)
+        sub.add_argument(
+            "--record-settings", metavar="PLAN",
+            help="once the command has succeeded, record the settings plan PLAN as what made its outputs "
+                 "(the workflow's rules pass it: docs/DESIGN.md, results/settings/)",
+        )
         sub.set_defaults(run=module.run)
     return top
 
@@ -47,7 +52,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.run(args) or 0
+        code = args.run(args) or 0
+        if code == 0 and args.record_settings:
+            from embprof.workflow.settings import record_from_plan
+
+            record_from_plan(args.record_settings)
+        return code
     except (EmbprofError, OSError) as exc:
         text = str(exc).strip()
         message = text.splitlines()[0] if text else type(exc).__name__

@@ -1,11 +1,12 @@
 """Per-op GPU time of each profiled config: trace(s) in, opcalls__<label>.csv out.
 
     embprof breakdown TRACE... [--out-dir results/opcalls] [--layout default|any]
-        [--categories kernel_categories.yaml] [--nsys PATH]
+        [--merge] [--categories kernel_categories.yaml] [--nsys PATH]
 
 TRACE: Nsight Systems .sqlite export, .nsys-rep (exported with nsys), or a
-PyTorch profiler trace (.json / .json.gz). Traces of the same config label
-merge. Writes opcalls__<label>.csv and opcalls__<label>.busy.json per label.
+PyTorch profiler trace (.json / .json.gz). One trace per config label: traces
+of one label (the ranks of one run) add up only with --merge. Writes
+opcalls__<label>.csv and opcalls__<label>.busy.json per label, both or neither.
 Kernel categories default to config/kernel_categories.yaml where the working
 directory has one, else the packaged default.
 """
@@ -27,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-dir", type=Path, default=Path("results/opcalls"))
     parser.add_argument("--layout", choices=LAYOUTS, default="default",
                         help="'any': innermost range of any name is the op, for traces not made by our benchmark")
+    parser.add_argument("--merge", action="store_true",
+                        help="add up the traces of one config label (e.g. every rank's); without it a label in two traces is refused")
     parser.add_argument("--categories", type=Path, default=None,
                         help="kernel categories YAML (default: config/kernel_categories.yaml, else the packaged one)")
     parser.add_argument("--nsys", default=None, help="nsys binary for .nsys-rep input (default: $NSYS, then PATH)")
@@ -45,7 +48,7 @@ def run(args: argparse.Namespace) -> None:
     from embprof.trace import run_breakdown, write_outputs
 
     categories = args.categories or config_file(KERNEL_CATEGORIES)
-    results = run_breakdown(args.traces, args.layout, categories, args.nsys)
+    results = run_breakdown(args.traces, args.layout, categories, args.nsys, merge=args.merge)
     written = write_outputs(results, args.out_dir)
     for lb in results.values():
         if lb.dropped_unlaunched:

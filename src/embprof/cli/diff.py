@@ -9,7 +9,9 @@ config's repeats, an op's profiled iterations) gives p < 0.05 and the delta
 exceeds the larger of the two spreads (docs/COMPARE.md). Warnings come first
 where the environments differ (GPU, commit, versions, kernel path). With
 --gate PCT the command exits 1 when any config's median train or eval time got
-slower by more than PCT percent and more than its noise, and prints those rows.
+slower by more than PCT percent and more than its noise, when a config metric
+timed in OLD has no time in NEW (missing, failed, or null), or when NEW timed
+nothing; it prints those rows, naming the configs.
 """
 
 from __future__ import annotations
@@ -49,33 +51,42 @@ def run(args: argparse.Namespace) -> int:
     else:
         old, new = load_run(args.old), load_run(args.new)
     comparison = compare_runs(old, new)
-    verdict, failed = ("", False) if args.gate is None else _gate(comparison, args.gate, args.format)
+    verdict, failed = ("", False) if args.gate is None else _gate(comparison, new.records, args.gate, args.format)
     print(render(comparison, args.format, args.ops, verdict), end="")
     return 1 if failed else 0
 
 
-def _gate(comparison, pct: float, fmt: str) -> tuple[str, bool]:
-    from embprof.compare import gate_failures, gate_untested
-    from embprof.compare.render import config_cells, text_table
-    from embprof.report.markdown import md_table
+def _gate(comparison, new_records, pct: float, fmt: str) -> tuple[str, bool]:
+    from embprof.compare import gate_failures, gate_lost, gate_untested, nothing_timed
+    from embprof.compare.render import config_cells, lost_cells, text_table
+    from embprof.report.markdown import md_table, md_text
 
+    say = md_text if fmt == "markdown" else str  # names from the runs, escaped in Markdown
     failures, untested = gate_failures(comparison, pct), gate_untested(comparison, pct)
+    lost, empty = gate_lost(comparison, new_records), nothing_timed(comparison)
     table = md_table if fmt == "markdown" else text_table
     lines = []
     if len(failures):
-        names = ", ".join(sorted(set(failures["label"])))
+        names = say(", ".join(sorted(set(failures["label"]))))
         lines += [
             f"gate {pct:g}%: FAILED: {len(failures)} config metric(s) slower by more than {pct:g}% "
             f"and more than their noise: {names}",
             "",
             table(config_cells(failures)),
         ]
-    else:
+    if len(lost):
+        names = say(", ".join(sorted(set(lost["label"]))))
+        lines += [*([""] if lines else []),
+                  f"gate {pct:g}%: FAILED: {len(lost)} config metric(s) timed before have no time now: {names}",
+                  "", table(lost_cells(lost))]
+    if empty:
+        lines += [*([""] if lines else []), f"gate {pct:g}%: FAILED: {say(comparison.new)} timed no config: nothing to pass"]
+    if not lines:
         lines.append(
             f"gate {pct:g}%: passed: no config's median train or eval time got slower by more "
-            f"than {pct:g}% and more than its noise"
+            f"than {pct:g}% and more than its noise, and every config metric timed before is timed now"
         )
     if len(untested):
         lines += ["", f"gate {pct:g}%: {len(untested)} metric(s) slower by more than {pct:g}% could "
-                  f"not be tested (fewer than two repeats): {', '.join(sorted(set(untested['label'])))}"]
-    return "\n".join(lines), bool(len(failures))
+                  f"not be tested (fewer than two repeats): {say(', '.join(sorted(set(untested['label']))))}"]
+    return "\n".join(lines), bool(len(failures) or len(lost) or empty)

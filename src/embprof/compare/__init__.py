@@ -25,7 +25,7 @@ from embprof.compare.deltas import (
     op_deltas,
 )
 from embprof.compare.environment import environment_warnings
-from embprof.compare.gate import gate_failures, gate_untested
+from embprof.compare.gate import gate_failures, gate_lost, gate_untested, nothing_timed
 from embprof.compare.runs import Run, load_opcalls, load_run
 from embprof.stats import ALPHA
 
@@ -46,5 +46,6 @@ def compare_runs(old: Run, new: Run, alpha: float = ALPHA) -> Comparison:
 
 __all__ = [
     "ALPHA", "CHANGE", "METRICS", "NEW", "NOISE", "OP_KEYS", "REMOVED", "UNTESTED", "Comparison",
-    "Run", "compare_runs", "gate_failures", "gate_untested", "load_opcalls", "load_run",
+    "Run", "compare_runs", "gate_failures", "gate_lost", "gate_untested", "load_opcalls", "load_run",
+    "nothing_timed",
 ]

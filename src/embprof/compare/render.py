@@ -15,7 +15,7 @@ from embprof.pages.cells import (
     fmt_signed_pct,
     to_cells,
 )
-from embprof.report.markdown import md_table
+from embprof.report.markdown import md_code, md_table, md_text
 
 TEST_NOTE = (
     "change: the Mann-Whitney U test on the two runs' samples gives p < {alpha:g} (two-sided) and "
@@ -50,6 +50,8 @@ OP_VIEW = (
     *_STATS,
 )
 
+LOST_VIEW = (Column("label", "config"), Column("metric", "metric"), Column("why", "now"))
+
 
 def shown(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` with ``shown_verdict``: a change reads slower or faster."""
@@ -63,6 +65,11 @@ def config_cells(rows: pd.DataFrame) -> Cells:
 
 def op_cells(rows: pd.DataFrame) -> Cells:
     return to_cells(shown(rows), OP_VIEW)
+
+
+def lost_cells(rows: pd.DataFrame) -> Cells:
+    """The gate's metrics timed before and not now: config, metric, why."""
+    return to_cells(rows, LOST_VIEW)
 
 
 def text_table(cells: Cells) -> str:
@@ -84,12 +91,13 @@ def render(comparison: Comparison, fmt: str, op_limit: int, gate: str = "") -> s
     ops = comparison.largest_ops(op_limit)
     note = TEST_NOTE.format(alpha=comparison.alpha)
     if fmt == "markdown":
-        parts = [f"### embprof diff: `{comparison.old}` → `{comparison.new}`", "", f"**{comparison.tally()}**", ""]
-        parts += [f"> **warning:** {w}" for w in comparison.warnings] + ([""] if comparison.warnings else [])
+        parts = [f"### embprof diff: {md_code(comparison.old)} → {md_code(comparison.new)}", "",
+                 f"**{md_text(comparison.tally())}**", ""]
+        parts += [f"> **warning:** {md_text(w)}" for w in comparison.warnings] + ([""] if comparison.warnings else [])
         parts += ["**Per config** (ms per iteration)", "", table(config_cells(comparison.configs)), ""]
         if len(ops):
             parts += ["<details><summary>Per op: the largest moves</summary>", "", table(op_cells(ops)), "", "</details>", ""]
-        parts += [f"<sub>{note}</sub>", ""]
+        parts += [f"<sub>{md_text(note)}</sub>", ""]
     else:
         parts = [f"embprof diff: {comparison.old} -> {comparison.new}", comparison.tally(), ""]
         parts += [f"warning: {w}" for w in comparison.warnings] + ([""] if comparison.warnings else [])

@@ -219,7 +219,8 @@ def build_report(inputs: ReportInputs) -> Path:
         config_deltas=comparison.configs if comparison else None,
         op_deltas=comparison.ops if comparison else None,
         comparison_notes=(
-            [f"**{comparison.tally}**", *comparison.warnings, comparison.note] if comparison else ()
+            [f"**{markdown.md_text(comparison.tally)}**", *map(markdown.md_text, comparison.warnings),
+             markdown.md_text(comparison.note)] if comparison else ()
         ),
     )
     page = render(

@@ -25,6 +25,7 @@ import pandas as pd
 from embprof.labels import parse_label
 from embprof.report.budget import overhead_pct
 from embprof.report.crosscheck import crosscheck, crosscheck_markdown
+from embprof.report.markdown import md_text
 from embprof.results.busy import read_busy
 from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
@@ -109,8 +110,8 @@ def _md(table: pd.DataFrame, floats: str = "{:.3f}") -> str:
     for column in shown.columns:
         if pd.api.types.is_float_dtype(shown[column]):
             shown[column] = shown[column].map(lambda v: "—" if pd.isna(v) else floats.format(v))
-    header = "| " + " | ".join(shown.columns) + " |\n| " + " | ".join("---" for _ in shown.columns) + " |\n"
-    return header + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in shown.itertuples(index=False))
+    header = "| " + " | ".join(map(md_text, shown.columns)) + " |\n| " + " | ".join("---" for _ in shown.columns) + " |\n"
+    return header + "".join("| " + " | ".join(map(md_text, row)) + " |\n" for row in shown.itertuples(index=False))
 
 
 def checks_markdown(results_dir: Path) -> str:

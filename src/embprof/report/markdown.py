@@ -1,18 +1,52 @@
-"""The Markdown summary that goes into a pull request beside the HTML report."""
+"""The Markdown summary that goes into a pull request beside the HTML report.
+
+Every text that comes from a trace (range and kernel names), a log or the environment is
+escaped before it is placed (:func:`md_text`, :func:`md_code`, :func:`md_fenced`): a
+Markdown renderer shows it as the characters it is, never as HTML (``<script>``), a
+link, emphasis or a broken table.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from embprof.pages.cells import Cells
 
 LOG_LINES = 8
+_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+# Markdown's own syntax in running text: a backslash escape shows the character itself. An
+# underscore between two letters or digits is no emphasis, so labels and op names stay readable.
+_SYNTAX = re.compile(r"[\\`*\[\]|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md_text(text: object) -> str:
+    """``text`` as Markdown that renders as exactly those characters, on one line."""
+    flat = " ".join(str(text).splitlines())
+    escaped = _SYNTAX.sub(lambda m: "\\" + m.group(0), flat)
+    return "".join(_HTML.get(c, c) for c in escaped)
+
+
+def md_code(text: object) -> str:
+    """``text`` as an inline code span (no HTML is rendered in one), fenced by more backticks
+    than it holds in a row."""
+    flat = " ".join(str(text).splitlines())
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", flat)), default=0) + 1)
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{fence}{pad}{flat}{pad}{fence}"
+
+
+def md_fenced(lines: Sequence[str], indent: str = "") -> list[str]:
+    """``lines`` as a fenced code block whose fence no line can close."""
+    longest = max((len(run) for line in lines for run in re.findall(r"`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{indent}{fence}", *(f"{indent}{line}" for line in lines), f"{indent}{fence}"]
 
 
 def md_table(cells: Cells) -> str:
     def line(values: Sequence[str]) -> str:
-        return "| " + " | ".join(v.replace("|", "\\|").replace("\n", " ") for v in values) + " |"
+        return "| " + " | ".join(md_text(v) for v in values) + " |"
 
     rule = ["---:" if numeric else "---" for numeric in cells.numeric]
     return "\n".join([line(cells.titles), "| " + " | ".join(rule) + " |", *map(line, cells.rows)])
@@ -40,7 +74,8 @@ def summary(
     op_deltas: Cells | None = None,
     comparison_notes: Sequence[str] = (),
 ) -> str:
-    parts = [f"# {title}", "", environment_line, ""]
+    """The summary; ``comparison_notes`` are Markdown (escape any text they carry with :func:`md_text`)."""
+    parts = [f"# {title}", "", md_text(environment_line), ""]
     if cpu_note:
         parts += [f"> {cpu_note}", ""]
     parts += [
@@ -67,16 +102,14 @@ def summary(
         for item in failed:
             tail = item.log_tail.rstrip("\n").splitlines()[-LOG_LINES:]
             parts += [
-                f"- `{item.label}`: step **{item.step}** failed (exit {item.returncode})",
+                f"- {md_code(item.label)}: step **{md_text(item.step)}** failed (exit {md_text(item.returncode)})",
                 "",
-                "  ```",
-                *(f"  {line}" for line in tail),
-                "  ```",
+                *md_fenced(tail, indent="  "),
                 "",
             ]
     parts += ["## Ops that cost most across configs", "", md_table(top_ops), ""]
     if comparison_name is not None and config_deltas is not None and op_deltas is not None:
-        parts += [f"## Changes against `{comparison_name}`", ""]
+        parts += [f"## Changes against {md_code(comparison_name)}", ""]
         parts += [f"> {note}" for note in comparison_notes] + ([""] if comparison_notes else [])
         parts += [md_table(config_deltas), ""]
         if op_deltas.rows:

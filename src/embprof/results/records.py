@@ -19,10 +19,11 @@ from typing import Any
 
 from embprof.atomic import write_json, write_text
 from embprof.errors import ContractError
+from embprof.exclusive import exclusive
 from embprof.labels import parse_label
 from embprof.results.jsonfile import read_json
 from embprof.results.provenance import check_provenance
-from embprof.results.timings import check_timings
+from embprof.results.timings import check_timing_values, check_timings
 
 RESULT_FIELDS = (
     "label", "gpu_name", "device", "num_tables", "batch_size", "embedding_dim", "optimizer_type",
@@ -76,7 +77,8 @@ def check_results(records: list[dict[str, Any]], path: str | os.PathLike[str]) -
             raise ContractError(f"{path}: record {i}: label must be a string, got {label!r}")
         try:
             parse_label(label)
-        except ValueError as exc:
+            check_timing_values(record)
+        except (ValueError, ContractError) as exc:
             raise ContractError(f"{path}: record {i}: {exc}") from None
     labels = [r["label"] for r in records]
     if len(set(labels)) != len(labels):
@@ -118,12 +120,10 @@ def append_record(
 ) -> None:
     """Append ``record`` to the JSON list at ``path`` (created when missing), atomically under a
     lock, so that concurrent runs never lose or corrupt a record."""
-    from filelock import FileLock
-
     check_record(record, fields)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{target}.lock", timeout=LOCK_TIMEOUT_S):
+    with exclusive(target, timeout=LOCK_TIMEOUT_S):
         # An empty file (e.g. touched by a workflow) holds no records yet.
         records = read_records(target) if target.exists() and target.stat().st_size else []
         records.append(record)

@@ -69,6 +69,34 @@ def timer_of(record: Mapping[str, Any]) -> str:
     return "cuda_events" if str(record.get("device") or "").startswith("cuda") else WALL_CLOCK
 
 
+def _is_ms(value: Any) -> bool:
+    """A time in ms: a number (not a boolean) that is >= 0 or NaN (no time: what older files held)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isnan(value) or (math.isfinite(value) and value >= 0)
+
+
+def check_timing_values(record: Mapping[str, Any]) -> None:
+    """Every time a record holds is a time in ms or null, of any record old or new: a string
+    would stop every reader, and a negative time would read as a speed-up."""
+    timings = record.get("timings")
+    if timings is not None and not isinstance(timings, Mapping):
+        raise ContractError(f"timings must be an object, got {type(timings).__name__}")
+    for metric in TIMING_METRICS:
+        flat = record.get(metric)
+        if flat is not None and not _is_ms(flat):
+            raise ContractError(f"{metric} is {flat!r}, not a time in ms (a number >= 0, or null)")
+        entry = (timings or {}).get(metric)
+        if entry is None:
+            continue
+        values = entry.get("repeats") if isinstance(entry, Mapping) else None
+        if not isinstance(values, list):
+            raise ContractError(f"timings[{metric!r}] must be null or hold a list of repeats")
+        for i, value in enumerate(values):
+            if not _is_ms(value) or math.isnan(value):
+                raise ContractError(f"timings[{metric!r}] repeat {i} is {value!r}, not a time in ms (a number >= 0)")
+
+
 def check_timings(record: Mapping[str, Any]) -> None:
     """A new record's ``repeats`` and ``timings`` agree with each other and with its flat fields."""
     repeats, timings = record.get("repeats"), record.get("timings")

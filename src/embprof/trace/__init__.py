@@ -30,11 +30,13 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def breakdown(paths: list[Path], layout: str = "default", categories: Path | None = None) -> dict[str, pd.DataFrame]:
-    """Label -> per-op rows (DESIGN.md CSV columns), traces of one label merged."""
+def breakdown(
+    paths: list[Path], layout: str = "default", categories: Path | None = None, merge: bool = False
+) -> dict[str, pd.DataFrame]:
+    """Label -> per-op rows (DESIGN.md CSV columns); ``merge``: traces of one label add up."""
     from .pipeline import run_breakdown
 
-    return {label: lb.rows for label, lb in run_breakdown(paths, layout, categories).items()}
+    return {label: lb.rows for label, lb in run_breakdown(paths, layout, categories, merge=merge).items()}
 
 
 def check_output_names(results: dict[str, LabelBreakdown], out_dir: Path) -> None:
@@ -59,24 +61,22 @@ def check_output_names(results: dict[str, LabelBreakdown], out_dir: Path) -> Non
 
 def write_outputs(results: dict[str, LabelBreakdown], out_dir: Path) -> list[Path]:
     """Write ``opcalls__<label>.csv`` and its ``.busy.json`` per label into ``out_dir``, all or none:
-    every file goes to a temporary first, and they are renamed into place only once all are
-    written. Returns the CSV paths (the folder is a results folder's ``opcalls/``, or any other)."""
-    from contextlib import ExitStack
-
-    from embprof.atomic import atomic_path
+    every file goes to a temporary first, they are renamed into place only once all are
+    written, and a rename that fails puts back the files renamed before it (a CSV and its
+    sidecar always agree). Returns the CSV paths (the folder is a results folder's ``opcalls/``, or any other)."""
+    from embprof.atomic import atomic_paths
     from embprof.results.busy import write_busy
     from embprof.results.layout import busy_name, opcalls_name
     from embprof.results.opcalls import write_opcalls
 
     check_output_names(results, Path(out_dir))
-    written = []
-    with ExitStack() as publish:
-        for label, lb in results.items():
-            csv = Path(out_dir) / opcalls_name(label)
-            write_busy(lb.busy_info(), publish.enter_context(atomic_path(Path(out_dir) / busy_name(label))))
-            write_opcalls(lb.columns, publish.enter_context(atomic_path(csv)))
-            written.append(csv)
-    return written
+    csvs = [Path(out_dir) / opcalls_name(label) for label in results]
+    sidecars = [Path(out_dir) / busy_name(label) for label in results]
+    with atomic_paths([*csvs, *sidecars]) as temps:
+        for lb, csv_tmp, busy_tmp in zip(results.values(), temps[: len(csvs)], temps[len(csvs):], strict=True):
+            write_opcalls(lb.columns, csv_tmp)
+            write_busy(lb.busy_info(), busy_tmp)
+    return csvs
 
 
 __all__ = ["LAYOUTS", "LabelBreakdown", "TraceError", "breakdown", "check_output_names", "run_breakdown",

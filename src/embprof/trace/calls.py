@@ -7,7 +7,10 @@ a trace in start order fill a table indexed by key with few holes: 8 bytes
 per call, no keys kept, one step per lookup (the table grows a block at a
 time, so it is never copied). Where the ids are not dense or
 not in order, the keys are kept and sorted, and a binary search finds them.
-Where several calls share a key, the first one read wins.
+Calls of one process never share a correlation id: where several do, which one
+launched a kernel cannot be told, and :meth:`CallStore.finish` raises
+:class:`CollidingCalls`. Calls without a correlation id (-1) launch nothing that
+can be joined to them and are not kept.
 """
 
 from __future__ import annotations
@@ -99,6 +102,16 @@ class _Blocks:
 _MASK = (1 << _Blocks.BITS) - 1
 
 
+class CollidingCalls(ValueError):
+    """Runtime calls of one process share a correlation id (``count`` calls repeat an earlier one's;
+    ``example``: one such id)."""
+
+    def __init__(self, count: int, example: int) -> None:
+        super().__init__(f"{count} runtime call(s) repeat the correlation id of another (e.g. {example})")
+        self.count = count
+        self.example = example
+
+
 class CallStore:
     """Context and span id of every runtime call, by (process, correlation id)."""
 
@@ -119,6 +132,10 @@ class CallStore:
         return known[codes]
 
     def add(self, calls: CallRows, ctx: np.ndarray, span: np.ndarray) -> None:
+        joinable = calls.corr >= 0
+        if not joinable.all():
+            calls = CallRows(*(getattr(calls, f)[joinable] for f in ("process", "corr", "thread", "start")))
+            ctx, span = ctx[joinable], span[joinable]
         if len(calls) == 0:
             return
         keys = (self._process_codes(calls.process, add=True) << _PROCESS_SHIFT) + calls.corr
@@ -149,7 +166,8 @@ class CallStore:
         return False
 
     def finish(self) -> None:
-        """Sort the sparse parts, if any, by key (calls arrive nearly in key order)."""
+        """Sort the sparse parts, if any, by key (calls arrive nearly in key order); :class:`CollidingCalls`
+        where two calls share a key (the dense table holds none: a key seen twice moves it here)."""
         if not self._parts:
             return
         keys, values = (np.concatenate(c) for c in zip(*self._parts, strict=True))
@@ -157,6 +175,9 @@ class CallStore:
         if len(keys) > 1 and not (keys[1:] >= keys[:-1]).all():
             order = np.argsort(keys, kind="stable")
             keys, values = keys[order], values[order]
+        repeated = np.flatnonzero(keys[1:] == keys[:-1])
+        if len(repeated):
+            raise CollidingCalls(len(repeated), int(keys[repeated[0]] & ((1 << _PROCESS_SHIFT) - 1)))
         self._keys, self._values = keys, values
 
     def lookup(self, process: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -62,6 +62,7 @@ class BulkReader:
             self._conn = _adbc.AdbcConnection(self._db)
         else:
             self._sqlite = sqlite3.connect(self.uri, uri=True)
+            self._sqlite.text_factory = bytes  # text as the driver gives it: the reader checks it is UTF-8
 
     def batches(self, sql: str) -> Iterator[pa.RecordBatch]:
         """The result in record batches of up to 64K rows, so no full Arrow copy is ever held."""
@@ -169,10 +170,23 @@ def int_column(batch: pa.RecordBatch, i: int) -> np.ndarray:
     return to_ints(column)
 
 
+class NotText(ValueError):
+    """A string of the export is not UTF-8 text (``where`` says which, ``raw`` holds its bytes)."""
+
+    def __init__(self, where: str, raw: bytes) -> None:
+        super().__init__(f"{where} holds {raw[:60]!r}, not UTF-8 text")
+
+
 def read_strings_by_id(conn: sqlite3.Connection, ids: np.ndarray) -> dict[int, str]:
-    """``StringIds`` values for the given ids only (exports hold many more than a trace uses)."""
+    """``StringIds`` values for the given ids only (exports hold many more than a trace uses);
+    :class:`NotText` for a value that is not UTF-8."""
     out: dict[int, str] = {}
     for lo in range(0, len(ids), 50_000):
         inlist = ",".join(str(int(i)) for i in ids[lo : lo + 50_000])
-        out.update(conn.execute(f"SELECT id, value FROM StringIds WHERE id IN ({inlist})"))
+        rows = conn.execute(f"SELECT id, CAST(value AS BLOB) FROM StringIds WHERE id IN ({inlist})")
+        for key, raw in rows:
+            try:
+                out[key] = bytes(raw or b"").decode("utf-8")
+            except UnicodeDecodeError:
+                raise NotText(f"table StringIds: id {key}", bytes(raw)) from None
     return out

@@ -78,6 +78,7 @@ def _frame(path: Path, events: list[dict]) -> pd.DataFrame:
     numeric start and a duration >= 0 that ends within the profiler's window."""
     wanted = {"user_annotation", "cpu_op", *_WORK_KIND, *_LAUNCH_CATS, _WINDOW}
     rows = [e for e in events if isinstance(e, dict) and e.get("ph") == "X" and e.get("cat") in wanted]
+    _check_text(path, [str(e.get("name")) for e in rows])
     df = pd.DataFrame.from_records(rows, columns=["cat", "name", "pid", "tid", "ts", "dur", "args"])
     is_window = (df["cat"] == _WINDOW).to_numpy()
     window = df[is_window]
@@ -109,6 +110,17 @@ def _frame(path: Path, events: list[dict]) -> pd.DataFrame:
         thread=_thread_key(df["pid"], df["tid"]),
     )
     return df
+
+
+def _check_text(path: Path, names: list[str]) -> None:
+    """Every event name encodes as UTF-8 (JSON lets ``\\ud800``, a lone surrogate, through): one
+    line naming the first that does not, never an error where the name is stored or written."""
+    joined = "\0".join(names)
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        name = names[joined.count("\0", 0, exc.start)]
+        raise TraceError(path, f"event name {name!r} is not text ({exc.reason})") from None
 
 
 def _thread_key(pid: pd.Series, tid: pd.Series) -> np.ndarray:

@@ -29,6 +29,7 @@ from .columns import (
     BulkReader,
     DatabaseErrors,
     NotIntegers,
+    NotText,
     column_names,
     int_column,
     read_ahead,
@@ -45,6 +46,7 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 NVTX = "NVTX_EVENTS"
+STRINGS = "StringIds"  # every name the other tables hold by id
 ANALYSIS = "ANALYSIS_DETAILS"  # the session: event times run from 0 to its duration
 NVTX_PUSH_POP = 59
 PID_MASK = np.int64(-(1 << 24))  # 0xFFFF_FFFF_FF00_0000: globalTid -> globalPid
@@ -226,9 +228,7 @@ class NsysSource:
             start, end = int_column(batch, 0), int_column(batch, 1)
             if _faulty(start, end, self._capture_end):
                 raise self._refuse(self._range_intervals(), RANGE_FAULTS, self._capture_end)
-            names = batch.column(3)
-            if names.type != pa.string():
-                names = cast(names, pa.string())
+            names = self._texts(batch.column(3))
             by_id = np.flatnonzero(starts_with(names, STRING_REF))
             if len(by_id):
                 ids = ints_after(take(names, by_id), len(STRING_REF))
@@ -238,12 +238,29 @@ class NsysSource:
             thread = int_column(batch, 2)
             yield RangeRows(thread=thread, process=thread & PID_MASK, start=start, end=end, names=names)
 
+    def _texts(self, names: pa.Array) -> pa.Array:
+        """Range names as Arrow strings, refused in one line where one is not UTF-8 (the driver
+        passes a text's bytes through unchecked)."""
+        try:
+            if names.type != pa.string():
+                names = cast(names, pa.string())
+            names.validate(full=True)
+        except pa.ArrowInvalid:
+            raise TraceError(self.path, f"table {NVTX}: a range name is not UTF-8 text") from None
+        return names
+
+    def _strings_by_id(self, ids: np.ndarray) -> dict[int, str]:
+        try:
+            return read_strings_by_id(self._conn, ids)
+        except NotText as exc:
+            raise TraceError(self.path, str(exc)) from None
+
     def _strings_of(self, ids: np.ndarray) -> pa.Array:
         """Each id's StringIds value ('' for an unknown id), fetched once per distinct id."""
         uniq, inverse = np.unique(ids, return_inverse=True)
         missing = [i for i in uniq.tolist() if i not in self._strings]
         if missing:
-            found = read_strings_by_id(self._conn, np.array(missing, np.int64))
+            found = self._strings_by_id(np.array(missing, np.int64))
             self._strings.update((i, found.get(i, "")) for i in missing)
         values = string_array([self._strings[i] for i in uniq.tolist()])
         return take(values, inverse)
@@ -281,7 +298,7 @@ class NsysSource:
 
     def work_names(self, kind: int, ids: np.ndarray) -> list[str]:
         if kind == KIND_KERNEL:
-            strings = read_strings_by_id(self._conn, ids)
+            strings = self._strings_by_id(ids)
             return [strings.get(int(i), f"kernel#{int(i)}") for i in ids.tolist()]
         if kind == KIND_MEMCPY:
             return [memcpy_name(MEMCPY_KINDS.get(int(k), f"kind{int(k)}")) for k in ids.tolist()]
@@ -314,6 +331,8 @@ def _check_tables(conn: sqlite3.Connection, path: Path) -> None:
         raise TraceError(path, f"no {RUNTIME} table: kernels cannot be joined to the calls that launched them")
     if NVTX not in tables:
         raise TraceError(path, f"no {NVTX} table: no ranges were traced (profile with --trace=cuda,nvtx)")
+    if STRINGS not in tables:
+        raise TraceError(path, f"no {STRINGS} table: kernel names cannot be read (a damaged export?)")
 
 
 def find_nsys(explicit: str | None) -> str | None:

@@ -12,8 +12,10 @@ from embprof.results.busy import RANGE_RULE
 from embprof.results.opcalls import COLUMNS, format_iteration_ms
 
 from .attribute import CHUNK_ROWS, Attributed, attribute
+from .calls import CollidingCalls
 from .categories import Categories, load_categories
 from .errors import TraceError
+from .invariants import checked, colliding_calls_error
 from .layouts import LAYOUTS
 from .model import KIND_KERNEL
 from .readers import open_trace
@@ -203,19 +205,55 @@ def _ordinal(values: np.ndarray) -> np.ndarray:
 
 def run_breakdown(
     paths: list[Path], layout: str = "default", categories: Path | None = None, nsys: str | None = None,
-    chunk_rows: int | None = CHUNK_ROWS,
+    chunk_rows: int | None = CHUNK_ROWS, merge: bool = False,
 ) -> dict[str, LabelBreakdown]:
     """Read and attribute every trace; a bad one raises :class:`TraceError` before anything is written.
 
-    ``chunk_rows``: rows each stream is read in (None: whole tables at once).
+    ``chunk_rows``: rows each stream is read in (None: whole tables at once). ``merge``: the
+    traces of one config label add up (the ranks of one run); without it a label in two
+    traces is refused, as the same trace given twice would count its iterations twice.
+    A file given twice is refused either way; so is a trace that breaks the invariants
+    of :mod:`~embprof.trace.invariants`.
     """
     if not paths:
         raise TraceError("-", "no trace files given")
     if layout not in LAYOUTS:
         raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    _once_each(paths)
     cats = load_categories(categories)
     traces = []
     for p in paths:
         with open_trace(Path(p), nsys=nsys) as source:
-            traces.append(_Trace(str(source.path), source.time_source, attribute(source, layout, chunk_rows)))
+            try:
+                attributed = attribute(checked(source, layout), layout, chunk_rows)
+            except CollidingCalls as exc:
+                raise colliding_calls_error(source.path, exc) from None
+            traces.append(_Trace(str(source.path), source.time_source, attributed))
+    if not merge:
+        _one_trace_per_label(traces)
     return merge_traces(traces, cats)
+
+
+def _once_each(paths: list[Path]) -> None:
+    """No file among ``paths`` twice (by any name: links and relative paths too)."""
+    seen: dict[tuple[int, int], Path] = {}
+    for p in map(Path, paths):
+        try:
+            st = p.stat()
+        except OSError:
+            continue  # the reader says what is wrong with it
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise TraceError(p, f"is given twice (also as {seen[key]}): its iterations would count twice")
+        seen[key] = p
+
+
+def _one_trace_per_label(traces: list[_Trace]) -> None:
+    """Each config label in one trace only (unless merged on purpose)."""
+    owner: dict[str, str] = {}
+    for t in traces:
+        for label in sorted(set(t.attributed.iterations) & set(t.attributed.groups.label)):
+            if label in owner:
+                raise TraceError(t.path, f"config {label} is also in {owner[label]}: one trace per config "
+                                         "(pass --merge to add up traces of one config on purpose)")
+            owner[label] = t.path

@@ -1,9 +1,11 @@
 """What can be known about a run before any job starts, checked when the Snakefile is parsed.
 
 The schema says what a value may look like; these checks say whether the run it
-asks for can work: a ``-k`` expression pytest can parse, label substrings that
-name configs of the preset, a ``total_cap`` the tables can share, iterations whose
-inputs fit in this host's memory, a ``compare_to`` that is a results folder. Every
+asks for can work: a ``-k`` expression pytest can parse, label substrings (of
+``labels`` and of ``overrides``) that name configs of the preset, override
+``extra_args`` that neither set what the workflow sets itself nor change a label,
+a ``total_cap`` the tables can share, iterations whose inputs fit in this host's
+memory, a ``compare_to`` that is a results folder. Every
 problem is one line naming its key; nothing here runs pytest or imports torch.
 Whether a ``-k`` expression matches any test id is pytest's to say: the collect
 job does, in one line.
@@ -15,7 +17,7 @@ files that the input functions read are checked here too.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,17 @@ class SuiteFacts:
     select_problem: Callable[[str], str | None]  # why a -k expression cannot select, or None
     # (preset, iterations, memory bytes) -> why their inputs cannot fit, or None
     inputs_problem: Callable[[str, int, int | None], str | None]
+    # why these options cannot be passed to some configs' runs (they shape labels), or None
+    extra_args_problem: Callable[[Sequence[str]], str | None] = lambda args: None
+
+
+# Options the workflow passes to every benchmark run itself, and the config key that sets each:
+# in an override's extra_args they would fight it (or make a run look for a label it has not).
+WORKFLOW_OPTIONS = {
+    "--preset": "preset", "--total-cap": "total_cap", "--num-iterations": "num_iterations or profile_iterations",
+    "--repeats": "repeats", "--no-torchrec": "torchrec: false", "--label": "labels",
+    "--results-file": None, "--profile": None, "--trace-dir": None,
+}
 
 
 def iteration_problems(
@@ -73,17 +86,38 @@ def compare_to_problem(compare_to: str | None, results: ResultsLayout) -> str | 
 
 
 def label_problems(config: Mapping[str, Any], suite_labels: Callable[[str, int | None], list[str]]) -> list[str]:
-    """A ``total_cap`` the tables cannot share, and ``labels`` substrings that name no config."""
+    """A ``total_cap`` the tables cannot share, and ``labels`` or ``overrides`` substrings that name
+    no config (an override that matches nothing would be ignored without a word)."""
     preset = config["preset"]
     try:
         labels = suite_labels(preset, config["total_cap"])
     except ValueError as exc:
         return [f"total_cap: {exc}"]
+    wanted = [("labels", s) for s in config["labels"]] + [("overrides", s) for s in config["overrides"]]
     return [
-        f"labels: {wanted!r} is in no config label of the {preset} preset (e.g. {labels[0]})"
-        for wanted in config["labels"]
-        if not any(wanted in label for label in labels)
+        f"{key}: {substring!r} is in no config label of the {preset} preset (e.g. {labels[0]})"
+        for key, substring in wanted
+        if not any(substring in label for label in labels)
     ]
+
+
+def extra_args_problems(config: Mapping[str, Any], suite_problem: Callable[[Sequence[str]], str | None]) -> list[str]:
+    """Override ``extra_args`` that set what the workflow sets, or that the suite says cannot
+    change one config (an option that shapes the labels: the run would look for a test that
+    collection never listed, and fail)."""
+    problems = []
+    for substring, settings in config["overrides"].items():
+        args = list(settings.get("extra_args") or [])
+        for arg in args:
+            option = arg.split("=", 1)[0]
+            if option in WORKFLOW_OPTIONS:
+                use = WORKFLOW_OPTIONS[option]
+                instead = f": set {use} instead" if use else ""
+                problems.append(f"overrides.{substring}.extra_args: {option} is passed by the workflow itself{instead}")
+        problem = suite_problem(args)
+        if problem:
+            problems.append(f"overrides.{substring}.extra_args: {problem}")
+    return problems
 
 
 def run_problems(
@@ -101,6 +135,7 @@ def run_problems(
         problem = suite.select_problem(config["select"]) if config["select"] else None
         problems = [f"select: {problem}"] if problem else []
         problems += label_problems(config, suite.labels)
+        problems += extra_args_problems(config, suite.extra_args_problem)
         problems += iteration_problems(config, suite.inputs_problem, memory)
     problems += [p for p in (compare_to_problem(config["compare_to"], results),) if p]
     return problems

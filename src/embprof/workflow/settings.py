@@ -1,65 +1,123 @@
-"""The settings that shaped a step's outputs, kept in ``results/settings/`` so they travel with it.
+"""The settings and code that shaped a step's outputs, recorded in ``results/settings/`` so that
+they travel with the outputs.
 
-Snakemake notices a changed setting through the params it stores in
-``.snakemake/metadata``, which a copied ``results/`` does not carry. So every
-step whose outputs a setting shapes also takes a small JSON file of those
-settings as input: the file is rewritten when a setting changes, its new mtime
-makes the step's outputs out of date in any clone, and an unchanged setting
-leaves it untouched.
+Snakemake notices a changed setting or code through the params it keeps in
+``.snakemake/metadata``, which a copied ``results/`` does not carry, and through mtimes,
+which a copy may not keep either. So each job's settings, and the digest of the code it
+runs (:mod:`embprof.workflow.code`), are recorded beside its outputs:
+``results/settings/<rule>.json`` for a rule of one job, ``results/settings/<rule>/<label>.json``
+for a rule of one job per config. Three rules hold:
 
-A settings file that does not exist yet is written back-dated: outputs made
-before it existed (an older results folder) are taken as made with these
-settings, as Snakemake would take them without metadata. A dry run writes
-nothing in ``results/``: a changed or new settings file goes to a pending
-folder instead, which is what the dry run then shows as the updated input.
+- **A record is changed only by the job that made what it describes.** The job's input
+  is not the record but a *plan* beside it under ``.snakemake/embprof/settings/`` (same
+  relative path), which planning may write freely: a plan whose settings the record holds
+  is dated 0 (it re-runs nothing), one that differs is dated now (its job re-runs). The
+  job's command writes the record from its plan once it has succeeded (``embprof
+  <step> ... --record-settings PLAN``: :func:`record_from_plan`); a dry run, a
+  ``--touch``, a run that stops on the lock and a job that fails write none.
+- **A change re-runs its job in any copy of the results, whatever the mtimes.** Until the
+  job records it, a plan that differs from its record is dated now again, with the time in
+  it, every time it is planned, so neither a copy's timestamps nor ``--touch`` (nor the
+  input checksums Snakemake keeps) make the job look done.
+- **What was never recorded is taken as it is now.** A results folder written before a
+  record existed (or before it held a key, e.g. the code digest) is not re-made: the
+  missing record, or key, is filled in (outside dry runs), dated 0, as Snakemake takes
+  outputs without metadata.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from embprof.atomic import write_text
-from embprof.errors import ContractError
-from embprof.results.jsonfile import read_json
+from embprof.errors import ConfigError
 
-# A new settings file's mtime: before any output, so that it re-runs nothing.
-_BACKDATED = 0
+PLANS = Path(".snakemake", "embprof", "settings")
+# A plan whose settings are recorded: dated before any output, so it re-runs nothing.
+_SETTLED = 0
+PLANNED_AT = "planned_at_ns"  # in a plan of changed settings only
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:
-    """The file's content: canonical JSON, so equal settings give equal bytes."""
+    """A record's content: canonical JSON, so equal settings give equal bytes."""
     return json.dumps(dict(settings), indent=1, sort_keys=True) + "\n"
 
 
-def _recorded(path: Path) -> Any:
+def _read(path: Path) -> dict | None:
     try:
-        return read_json(path)
-    except ContractError:
-        return None  # unreadable: written again, which re-runs the step
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # missing, or unreadable: as good as no record
+    return data if isinstance(data, dict) else None
 
 
-def _write(path: Path, text: str, new: bool) -> Path:
-    write_text(path, text)
-    if new:
-        os.utime(path, (_BACKDATED, _BACKDATED))
-    return path
+class Settings:
+    """One run's plans: the input file of each job whose outputs settings shape."""
+
+    def __init__(self, plans: str | os.PathLike[str] = PLANS) -> None:
+        self.plans = Path(plans)
+        self._planned: dict[tuple[Path, str], Path] = {}
+
+    def plan(self, record: str | os.PathLike[str], settings: Mapping[str, Any], dry: bool = False) -> Path:
+        """The input file of a job whose outputs ``settings`` shape, recorded at ``record``; ``dry``:
+        a dry run, which writes nothing in ``results/`` (Snakemake knows it only once it plans)."""
+        record = Path(record)
+        text = settings_text(settings)
+        key = (record, text)
+        if key in self._planned:  # once per run: a plan is dated once
+            return self._planned[key]
+        wanted = json.loads(text)
+        held = _read(record)
+        plan = self.plans / record
+        if not record.exists() or (held is not None and _agrees(held, wanted)):
+            filled = {**(held or {}), **wanted}
+            if held != filled and not dry:  # fill in what was never recorded, dated 0
+                write_text(record, settings_text(filled))
+                os.utime(record, (_SETTLED, _SETTLED))
+            self._settle(plan, text)
+        else:
+            # Dated now, and stamped with the time: the job re-runs until it records these settings
+            # (Snakemake takes an input newer than the outputs as unchanged when its checksum is the
+            # one it recorded for the job, as a --touch records it).
+            write_text(plan, settings_text({**wanted, PLANNED_AT: time.time_ns()}))
+        self._planned[key] = plan
+        return plan
+
+    def _settle(self, plan: Path, text: str) -> None:
+        try:
+            if plan.stat().st_mtime == _SETTLED and plan.read_text(encoding="utf-8") == text:
+                return
+        except OSError:
+            pass
+        write_text(plan, text)
+        os.utime(plan, (_SETTLED, _SETTLED))
 
 
-def record_settings(
-    path: str | os.PathLike[str], settings: Mapping[str, Any], pending: str | os.PathLike[str] | None = None
-) -> Path:
-    """The settings file a step takes as input: ``path``, rewritten when ``settings`` differ from it.
+def _agrees(held: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """The record holds these settings: every key both have is equal (a key it lacks was never recorded)."""
+    return all(held[k] == v for k, v in wanted.items() if k in held)
 
-    ``pending`` (a dry run): leave ``path`` alone and write a changed or new file
-    under that folder instead (same relative path), returning it.
-    """
-    path = Path(path)
-    new = not path.exists()
-    if not new and _recorded(path) == json.loads(settings_text(settings)):
-        return path
-    target = path if pending is None else Path(pending) / path
-    return _write(target, settings_text(settings), new)
+
+def record_of(plan: str | os.PathLike[str], plans: str | os.PathLike[str] = PLANS) -> Path:
+    """The record a plan stands for (its path below the plans' folder)."""
+    try:
+        return Path(plan).relative_to(plans)
+    except ValueError:
+        raise ConfigError(f"--record-settings {plan}: not a settings plan (they lie under {plans}/)") from None
+
+
+def record_from_plan(plan: str | os.PathLike[str], plans: str | os.PathLike[str] = PLANS) -> Path:
+    """Write the record of ``plan`` (its settings, without the planning time): what a job's command
+    does once it has made its outputs with them."""
+    record = record_of(plan, plans)
+    settings = _read(Path(plan))
+    if settings is None:
+        raise ConfigError(f"--record-settings {plan}: no readable settings plan")
+    settings.pop(PLANNED_AT, None)
+    write_text(record, settings_text(settings))
+    return record

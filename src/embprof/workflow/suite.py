@@ -131,6 +131,17 @@ def make_suite(
     return Suite(path, Path(checkout).resolve() if own else path.parent, own, tuple(args), pairs, words)
 
 
+def suite_digest(suite: Suite) -> str | None:
+    """The measured code of another suite: its file and the ``.py`` files beside it (its conftest,
+    its helpers); None where its folder is not on this host (one that draws a copied results
+    folder: its records keep the digest they were measured with)."""
+    from embprof.workflow.configs import code_digest
+
+    if not suite.root.is_dir():
+        return None
+    return code_digest(sorted(p.name for p in suite.root.glob("*.py")), root=suite.root)
+
+
 def suite_problems(file: str | os.PathLike[str]) -> list[str]:
     """Why the pytest file ``file`` cannot be run as a suite of the seed's contract, one line each
     (empty: it can); from its source alone, nothing imported: a missing file, one Python cannot

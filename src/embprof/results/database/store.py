@@ -5,6 +5,13 @@ A write is one transaction: it replaces the rows of each config whose content ch
 no longer has, and leaves every other run alone. A new file is written beside its path and
 renamed once complete; an existing one is changed in place by SQLite's transaction, so a
 failed or killed write leaves it as it was.
+
+Writers take turns: each holds the file's lock (:mod:`embprof.exclusive`) from before it
+looks whether the file exists until its transaction is committed, so two merges at once
+both land (none is lost to the other's rename, none dies on SQLite's own lock). A file
+that fails SQLite's integrity check is refused before anything is read or written, and
+a write whose result fails it is rolled back. Any other SQLite failure of a damaged file
+is one line naming it (:class:`~embprof.errors.ContractError`), never a traceback.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import sqlite_utils
 from embprof import __version__
 from embprof.atomic import atomic_path
 from embprof.errors import ContractError
+from embprof.exclusive import exclusive
 from embprof.results.database.rows import RunRows, check_run_id
 from embprof.results.database.schema import (
     CONFIG_TABLES,
@@ -88,42 +96,83 @@ def meta_value(db: sqlite_utils.Database, key: str) -> str | None:
     return rows[0]["value"] if rows else None
 
 
+def check_integrity(db: sqlite_utils.Database, path: str | os.PathLike[str]) -> None:
+    """SQLite's integrity check of the whole file (within a transaction: as the transaction left it)."""
+    try:
+        [(verdict,)] = db.execute("PRAGMA integrity_check(1)").fetchall()
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
+            raise ContractError(f"{path}: not an SQLite database ({exc})") from None
+        verdict = str(exc)  # too damaged for the check to walk it
+    if verdict != "ok":
+        problem = " ".join(str(verdict).split())
+        raise ContractError(
+            f"{path}: damaged database (integrity check: {problem}): restore it from a copy, "
+            "or write it again from its results folders"
+        )
+
+
+@contextmanager
+def _damage_is_one_line(path: str | os.PathLike[str]) -> Iterator[None]:
+    """SQLite's failures of a damaged or foreign file as one line naming it."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        problem = " ".join(str(exc).split()) or type(exc).__name__
+        raise ContractError(f"{path}: unreadable database ({problem})") from None
+
+
 @contextmanager
 def reading(path: str | os.PathLike[str]) -> Iterator[sqlite_utils.Database]:
-    """An existing database, its version checked."""
+    """An existing embprof database, its version and its integrity checked."""
     target = Path(path)
     if not target.is_file():
         raise ContractError(f"{path}: no such database")
     db = _connect(target)
     try:
-        check_version(db, path)
-        yield db
+        with _damage_is_one_line(path):
+            check_integrity(db, path)
+            check_version(db, path)
+            if not db.table_names():
+                raise ContractError(f"{path}: not an embprof results database (it is empty)")
+            yield db
     finally:
         db.close()
 
 
 @contextmanager
 def writing(path: str | os.PathLike[str]) -> Iterator[sqlite_utils.Database]:
-    """The database at ``path`` (created when missing), in one transaction with its schema in place."""
+    """The database at ``path`` (created when missing), in one transaction with its schema in place,
+    under its lock, its integrity checked before and after."""
     target = Path(path)
-    if target.exists():
-        db = _connect(target)
-        try:
+    with exclusive(target):
+        if target.exists():
+            with _transaction(target, path) as db:
+                yield db
+            return
+        with atomic_path(target, suffix=".sqlite") as tmp, _transaction(tmp, path) as db:
+            yield db
+
+
+@contextmanager
+def _transaction(file: Path, path: str | os.PathLike[str]) -> Iterator[sqlite_utils.Database]:
+    """``file`` open in one write transaction: committed only when the block and the checks pass."""
+    db = _connect(file)
+    try:
+        with _damage_is_one_line(path):
+            check_integrity(db, path)
             check_version(db, path)
-            with db.atomic():
+            db.execute("BEGIN IMMEDIATE")
+            try:
                 prepare(db)
                 yield db
-        finally:
-            db.close()
-        return
-    with atomic_path(target, suffix=".sqlite") as tmp:
-        db = _connect(tmp)
-        try:
-            with db.atomic():
-                prepare(db)
-                yield db
-        finally:
-            db.close()
+                check_integrity(db, path)
+            except BaseException:
+                db.conn.rollback()
+                raise
+            db.conn.commit()
+    finally:
+        db.close()
 
 
 def prepare(db: sqlite_utils.Database) -> None:
@@ -201,6 +250,6 @@ def set_own_run(db: sqlite_utils.Database, run_id: str) -> None:
 
 
 __all__ = [
-    "OWN_RUN", "RUN_TABLES", "Written", "check_version", "claim", "meta_value", "own_run", "reading",
+    "OWN_RUN", "RUN_TABLES", "Written", "check_integrity", "check_version", "claim", "meta_value", "own_run", "reading",
     "results_dir_of", "run_ids", "set_own_run", "store_run", "writing",
 ]

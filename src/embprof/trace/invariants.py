@@ -1,0 +1,152 @@
+"""What the breakdown requires of a trace beyond its format, checked as the trace streams by.
+
+A damaged trace can be well-formed and still give wrong numbers without a word: every
+kernel record written twice doubles every op's time (the busy time, a union, stays the
+same); two runtime calls of one process with the same correlation id put one's kernels
+under the other's op (TBE's under dyn); an ``op:`` range with nothing after the colon makes
+an op named "". So the breakdown refuses, in one line naming the trace:
+
+- a work record (kernel, copy, memset) that repeats another exactly: same process,
+  correlation id, kind, name, start and end (kernels of one graph launch share a
+  correlation id, never a start and an end);
+- runtime calls of one process that share a correlation id (found where they are
+  stored: :class:`~embprof.trace.calls.CallStore`, which raises :class:`CollidingCalls`);
+- an ``op:`` range without a name (layout ``default``).
+
+:func:`checked` wraps a :class:`~embprof.trace.model.TraceSource` so that its streams
+check themselves; the check of a work stream keeps one 8-byte hash per record, compares
+those of records that share a start (a stream in start order, as exports are written)
+or sorts them all (any other), and confirms a hash that repeats on the records
+themselves, so no two different records are ever taken for one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from .arrow import matches
+from .calls import CollidingCalls
+from .errors import TraceError
+from .model import RangeRows, TraceSource, WorkRows
+
+__all__ = ["CollidingCalls", "checked", "colliding_calls_error"]
+
+_EMPTY_OP = r"^op:\s*$"
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def colliding_calls_error(path: object, exc: CollidingCalls) -> TraceError:
+    return TraceError(
+        path,
+        f"{exc.count} runtime call(s) share their correlation id with another call of their process "
+        f"(first: {exc.example}): which launch a kernel came from cannot be told",
+    )
+
+
+class _Checked:
+    """A trace source whose streams refuse what :mod:`this module <embprof.trace.invariants>` names."""
+
+    def __init__(self, source: TraceSource, layout: str) -> None:
+        self._source = source
+        self._layout = layout
+        self.path = source.path
+        self.time_source = source.time_source
+
+    def ranges(self) -> Iterator[RangeRows]:
+        for rows in self._source.ranges():
+            if self._layout == "default" and len(rows):
+                empty = matches(rows.names, _EMPTY_OP)
+                if empty.any():
+                    first = int(rows.start[np.flatnonzero(empty)[0]])
+                    raise TraceError(self.path, f"{int(empty.sum())} op: range(s) have no name after 'op:' "
+                                                f"(the first starts at {first} ns): every op needs one")
+            yield rows
+
+    def calls(self):
+        return self._source.calls()
+
+    def work(self) -> Sequence[Iterator[WorkRows]]:
+        return [self._unique(n, stream) for n, stream in enumerate(self._source.work())]
+
+    def _unique(self, table: int, stream: Iterator[WorkRows]) -> Iterator[WorkRows]:
+        """The stream as it is; at its end, :meth:`_confirm` of any hash that repeats. A stream in
+        start order (as exports are written) can only repeat a record among records of one start,
+        so only those are compared; any other is sorted whole."""
+        hashes: list[np.ndarray] = []
+        tied: list[tuple[np.ndarray, np.ndarray]] = []  # (start, hash) of records that share a start
+        in_order, last, last_tied = True, None, False
+        for rows in stream:
+            h = _row_hash(rows)
+            hashes.append(h)
+            s = rows.start
+            if in_order and len(s):
+                if (last is not None and s[0] < last[0]) or (s[1:] < s[:-1]).any():
+                    in_order = False
+                else:
+                    same = s[1:] == s[:-1]
+                    mask = np.zeros(len(s), bool)
+                    mask[1:] |= same
+                    mask[:-1] |= same
+                    if last is not None and s[0] == last[0]:
+                        mask[0] = True
+                        if not last_tied:
+                            tied.append((np.array([last[0]]), np.array([last[1]], np.uint64)))
+                    tied.append((s[mask], h[mask]))
+                    last, last_tied = (int(s[-1]), h[-1]), bool(mask[-1])
+            yield rows
+        if not hashes:
+            return
+        if in_order:
+            if not tied:
+                return
+            starts, keys = (np.concatenate(c) for c in zip(*tied, strict=True))
+            order = np.lexsort((keys, starts))
+            starts, keys = starts[order], keys[order]
+            repeated = keys[1:][(keys[1:] == keys[:-1]) & (starts[1:] == starts[:-1])]
+        else:
+            every = np.sort(np.concatenate(hashes))
+            repeated = every[1:][every[1:] == every[:-1]]
+        if len(repeated):
+            self._confirm(table, np.unique(repeated))
+
+    def _confirm(self, table: int, suspects: np.ndarray) -> None:
+        """Read the stream again for the records whose hash repeats; refuse if any repeat exactly."""
+        kept = []
+        for rows in self._source.work()[table]:
+            hit = np.isin(_row_hash(rows), suspects)
+            if hit.any():
+                kept.append(np.stack([getattr(rows, f)[hit].astype(np.int64) for f in _FIELDS], axis=1))
+        records = np.concatenate(kept)
+        _, counts = np.unique(records, axis=0, return_counts=True)
+        extra = int((counts - 1).sum())
+        if extra:
+            raise TraceError(self.path, f"{extra} kernel/copy record(s) repeat another exactly (same process, "
+                                        "correlation id, name, start and end): the trace holds them twice")
+
+    def work_names(self, kind: int, ids: np.ndarray) -> list[str]:
+        return self._source.work_names(kind, ids)
+
+    def close(self) -> None:
+        self._source.close()
+
+
+_FIELDS = ("process", "corr", "kind", "name", "start", "end")
+_HASHED = ("corr", "start", "end")  # what tells records apart; the rest is compared on a repeat
+
+
+def _row_hash(rows: WorkRows) -> np.ndarray:
+    """One 64-bit hash per record (vectorized; wraps around)."""
+    h = np.zeros(len(rows), np.uint64)
+    with np.errstate(over="ignore"):
+        for field in _HASHED:
+            h ^= getattr(rows, field).astype(np.int64).view(np.uint64)
+            h *= _MIX
+            h ^= h >> np.uint64(31)
+    return h
+
+
+def checked(source: TraceSource, layout: str) -> TraceSource:
+    """``source`` with its streams checked (see the module's docstring)."""
+    return _Checked(source, layout)
