@@ -1,8 +1,9 @@
 """Per-op GPU time from nsys and PyTorch profiler traces (the breakdown).
 
 ``breakdown(paths)`` -> ``{label: rows}`` with the DESIGN.md CSV columns;
-``run_breakdown`` also gives each label's GPU-busy time per iteration, which
-``write_outputs`` stores next to the CSV as ``opcalls__<label>.busy.json``.
+``run_breakdown`` also gives each label's samples per iteration and its GPU-busy
+time per iteration, which ``write_outputs`` stores next to the CSV as
+``opcalls__<label>.samples.csv`` and ``opcalls__<label>.busy.json``.
 Nothing here imports pandas but ``breakdown`` (whose rows are DataFrames) and
 the PyTorch profiler reader.
 """
@@ -41,7 +42,7 @@ def check_output_names(results: dict[str, LabelBreakdown], out_dir: Path) -> Non
     """Every label gets file names of its own that this file system takes; else :class:`TraceError`
     naming a trace of the label, before anything is written."""
     from embprof.atomic import name_max
-    from embprof.results.layout import busy_name, opcalls_name
+    from embprof.results.layout import busy_name, opcalls_name, samples_name
 
     limit = name_max(out_dir)
     owner: dict[str, str] = {}
@@ -51,29 +52,32 @@ def check_output_names(results: dict[str, LabelBreakdown], out_dir: Path) -> Non
         if name in owner:
             raise TraceError(trace, f"labels {owner[name]!r} and {label!r} both become the file name {name}")
         owner[name] = label
-        longest = max(len(n.encode()) for n in (name, busy_name(label)))
+        longest = max(len(n.encode()) for n in (name, busy_name(label), samples_name(label)))
         if longest > limit:
             raise TraceError(trace, f"config label {label[:48]!r}... is too long for a file name "
                                     f"({longest} bytes; this file system takes {limit})")
 
 
 def write_outputs(results: dict[str, LabelBreakdown], out_dir: Path) -> list[Path]:
-    """Write ``opcalls__<label>.csv`` and its ``.busy.json`` per label into ``out_dir``, all or none:
-    every file goes to a temporary first, and they are renamed into place only once all are
-    written. Returns the CSV paths (the folder is a results folder's ``opcalls/``, or any other)."""
+    """Write ``opcalls__<label>.csv``, its ``.samples.csv`` and its ``.busy.json`` per label into
+    ``out_dir``, all or none: every file goes to a temporary first, and they are renamed into
+    place only once all are written. Returns the CSV paths (the folder is a results folder's
+    ``opcalls/``, or any other)."""
     from contextlib import ExitStack
 
     from embprof.atomic import atomic_path
     from embprof.results.busy import write_busy
-    from embprof.results.layout import busy_name, opcalls_name
+    from embprof.results.layout import busy_name, opcalls_name, samples_name
     from embprof.results.opcalls import write_opcalls
+    from embprof.results.samples import write_samples
 
     check_output_names(results, Path(out_dir))
     written = []
     with ExitStack() as publish:
         for label, lb in results.items():
             csv = Path(out_dir) / opcalls_name(label)
-            write_busy(lb.busy_info(), publish.enter_context(atomic_path(Path(out_dir) / busy_name(label))))
+            write_busy(lb.busy, publish.enter_context(atomic_path(Path(out_dir) / busy_name(label))))
+            write_samples(lb.columns, lb.samples_ns, publish.enter_context(atomic_path(Path(out_dir) / samples_name(label))))
             write_opcalls(lb.columns, publish.enter_context(atomic_path(csv)))
             written.append(csv)
     return written

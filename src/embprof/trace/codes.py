@@ -55,34 +55,71 @@ def dedupe(keys: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 class KeyCodes:
-    """Codes 0, 1, 2, ... for non-negative int64 keys, in order of first sight across calls."""
+    """Codes 0, 1, 2, ... for non-negative int64 keys, in order of first sight across calls.
+
+    The keys seen are kept sorted beside their codes, so a chunk's distinct keys are looked up
+    and added with a binary search each, never one by one in Python: a trace of many short
+    iterations has a context per op and iteration, hundreds of thousands of keys.
+    """
 
     def __init__(self) -> None:
-        self._code: dict[int, int] = {}
-        self.keys: list[int] = []
+        self._n = 0
+        self._keys = np.zeros(16, np.int64)  # by code (the first len(self) are held)
+        self._sorted = np.zeros(16, np.int64)  # the same keys, ascending
+        self._sorted_code = np.zeros(16, np.int64)  # the code of each
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return self._n
+
+    @property
+    def keys(self) -> np.ndarray:
+        """The keys by code (a view: copy before adding more)."""
+        return self._keys[: self._n]
 
     def codes(self, keys: np.ndarray, bound: int | None = None) -> np.ndarray:
         """The code of every key; ``bound`` (all keys below it) lets small key spaces skip a sort."""
         uniq, inverse = dedupe(keys, int(bound) if bound is not None else 1 << 63)
         return self.codes_of_distinct(uniq)[inverse]
 
+    def _find(self, uniq: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where each key lies (or would) among those seen, whether it is there, and its code (-1: not)."""
+        held = self._sorted[: self._n]
+        pos = np.searchsorted(held, uniq)
+        found = pos < self._n
+        found[found] = held[pos[found]] == uniq[found]
+        code = np.full(len(uniq), -1, np.int64)
+        code[found] = self._sorted_code[pos[found]]
+        return pos, found, code
+
     def known(self, uniq: np.ndarray) -> np.ndarray:
         """Codes of distinct keys seen before, -1 for the others (nothing is added)."""
-        return np.array([self._code.get(key, -1) for key in uniq.tolist()], np.int64)
+        return self._find(np.asarray(uniq, np.int64))[2]
 
     def codes_of_distinct(self, uniq: np.ndarray) -> np.ndarray:
-        code, keys = self._code, self.keys
-        out = np.empty(len(uniq), np.int64)
-        for i, key in enumerate(uniq.tolist()):
-            c = code.get(key)
-            if c is None:
-                c = code[key] = len(keys)
-                keys.append(key)
-            out[i] = c
-        return out
+        """Codes of distinct keys; the new ones numbered on, in the order given."""
+        uniq = np.asarray(uniq, np.int64)
+        pos, found, code = self._find(uniq)
+        new = np.flatnonzero(~found)
+        if len(new) == 0:
+            return code
+        n, k = self._n, len(new)
+        fresh = np.arange(n, n + k, dtype=np.int64)
+        code[new] = fresh
+        if n + k > len(self._keys):  # room for twice as many: each key is copied O(1) times
+            size = max(2 * len(self._keys), n + k)
+            self._keys, self._sorted, self._sorted_code = (
+                np.concatenate([a[:n], np.zeros(size - n, np.int64)]) for a in (self._keys, self._sorted, self._sorted_code))
+        added = uniq[new]
+        self._keys[n: n + k] = added
+        order = np.argsort(added, kind="stable")
+        if n == 0 or added[order[0]] > self._sorted[n - 1]:  # all after the keys seen (new iterations): append
+            self._sorted[n: n + k], self._sorted_code[n: n + k] = added[order], fresh[order]
+        else:
+            at = pos[new][order]
+            self._sorted[: n + k] = np.insert(self._sorted[:n], at, added[order])
+            self._sorted_code[: n + k] = np.insert(self._sorted_code[:n], at, fresh[order])
+        self._n = n + k
+        return code
 
 
 class StringCodes:

@@ -20,6 +20,7 @@ import numpy as np
 
 from .calls import CallStore
 from .codes import KeyCodes, dedupe, dense_codes
+from .layouts import BACKENDS
 from .model import WorkRows
 from .sweep import INF, Contexts, OutOfOrder, rechunk
 
@@ -81,7 +82,7 @@ class WorkTotals:
     total_ns: np.ndarray
     first_seen: np.ndarray
     names: list[tuple[int, int, int]]
-    busy_ns: dict[int, int]  # key: label index * 2 + backend
+    busy_ns: dict[int, int]  # key: label index * len(BACKENDS) + backend
     span_end: np.ndarray
     nbytes: np.ndarray
     counted_start: np.ndarray  # per span; INF where none of its work was counted
@@ -92,7 +93,7 @@ class WorkTotals:
 
 class _Sums:
     def __init__(self, ctx: Contexts, n_spans: int) -> None:
-        self.ctx_lb = np.array(ctx.ctx_label, np.int64) * 2 + np.array(ctx.ctx_backend, np.int64)
+        self.ctx_lb = np.array(ctx.ctx_label, np.int64) * len(BACKENDS) + np.array(ctx.ctx_backend, np.int64)
         self.n_ctx = len(ctx.ctx_label)
         self.names, self.groups = KeyCodes(), KeyCodes()
         self.calls = np.zeros(0, np.int64)
@@ -141,22 +142,26 @@ class _Sums:
         self.busy.add(self.ctx_lb[ctx], start, end, watermark)
 
     def _grow(self, n: int) -> None:
+        """Room for ``n`` groups; the arrays at least double, so each group is copied O(1) times
+        (a trace of many short iterations has a group per op and iteration)."""
         have = len(self.calls)
         if n > have:
-            self.calls = np.append(self.calls, np.zeros(n - have, np.int64))
-            self.total = np.append(self.total, np.zeros(n - have, np.float64))
-            self.first = np.append(self.first, np.full(n - have, INF, np.int64))
-            self.nbytes = np.append(self.nbytes, np.zeros(n - have, np.float64))
+            more = max(n, 2 * have) - have
+            self.calls = np.concatenate([self.calls, np.zeros(more, np.int64)])
+            self.total = np.concatenate([self.total, np.zeros(more, np.float64)])
+            self.first = np.concatenate([self.first, np.full(more, INF, np.int64)])
+            self.nbytes = np.concatenate([self.nbytes, np.zeros(more, np.float64)])
 
     def result(self) -> WorkTotals:
         keys = np.array(self.groups.keys, np.int64)
         raw = np.array(self.names.keys, np.int64)
+        n = len(keys)
         return WorkTotals(
-            group_ctx=keys >> 32, group_name=keys & 0xFFFFFFFF, calls=self.calls,
-            total_ns=np.rint(self.total).astype(np.int64), first_seen=self.first,
+            group_ctx=keys >> 32, group_name=keys & 0xFFFFFFFF, calls=self.calls[:n],
+            total_ns=np.rint(self.total[:n]).astype(np.int64), first_seen=self.first[:n],
             names=[(int(r % _KINDS), int(r // _KINDS // _MEMS) - 1, int(r // _KINDS % _MEMS)) for r in raw.tolist()],
             busy_ns=self.busy.finish(), span_end=self.span_end, found=self.found, dropped=self.dropped,
-            nbytes=self.nbytes, counted_start=self.counted_start, counted_end=self.counted_end,
+            nbytes=self.nbytes[:n], counted_start=self.counted_start, counted_end=self.counted_end,
         )
 
 
