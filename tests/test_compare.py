@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-from report_inputs import LABELS, opcalls_frame, record
+from report_inputs import LABELS, opcalls_frame, record, samples_frame
 
 from embprof.compare import (
     CHANGE,
@@ -21,7 +21,6 @@ from embprof.compare import (
     gate_untested,
 )
 from embprof.compare.render import render, shown
-from embprof.results.opcalls import format_iteration_ms, iteration_samples
 from embprof.results.provenance import FIELDS
 from embprof.results.timings import TIMING_METRICS, timing_entry
 
@@ -43,8 +42,12 @@ def with_repeats(rec: dict, metric: str, values: list[float]) -> dict:
     return out
 
 
-def run(name: str, records: list[dict], opcalls: dict | None = None, environment: dict | None = None) -> Run:
-    return Run(name, records, opcalls or {}, environment or {})
+def run(name: str, records: list[dict], opcalls: dict | None = None, environment: dict | None = None,
+        samples: dict | None = None) -> Run:
+    """A run of these parts; its per-op tables' samples as the breakdown writes them unless given."""
+    opcalls = opcalls or {}
+    samples = {label: samples_frame(frame) for label, frame in opcalls.items()} if samples is None else samples
+    return Run(name, records, opcalls, environment or {}, samples=samples)
 
 
 def rows(comparison, label: str) -> dict[str, pd.Series]:
@@ -106,8 +109,7 @@ def test_older_records_of_one_repeat_are_untested_and_configs_come_and_go():
 def _frame_with(op: str, factor: float) -> pd.DataFrame:
     frame = opcalls_frame()
     hit = frame["op"] == op
-    frame.loc[hit, "avg_ms_per_iter"] *= factor
-    frame.loc[hit, "ms_by_iter"] = format_iteration_ms(iteration_samples(frame[hit]) * factor)
+    frame.loc[hit, "avg_ms_per_iter"] *= factor  # and its samples with it (samples_frame)
     return frame
 
 
@@ -123,8 +125,8 @@ def test_per_op_samples_are_the_profiled_iterations():
     assert ops.loc[(LABELS[1], "segmented_unique")].after_ms == 0.0
     assert set(ops.drop(index=[(LABELS[0], "reduce_grads"), (LABELS[1], "segmented_unique")]).verdict) == {NOISE}
     assert found.largest_ops(1)["op"].tolist() == ["reduce_grads"]
-    old_csv = {LABELS[0]: opcalls_frame().assign(ms_by_iter="")}  # a per-op CSV from before samples
-    assert set(compare_runs(run("o", [], old_csv), run("n", [], new)).ops.verdict) == {UNTESTED}
+    old_csv = run("o", [], {LABELS[0]: opcalls_frame()}, samples={})  # a per-op CSV from before samples
+    assert set(compare_runs(old_csv, run("n", [], new)).ops.verdict) == {UNTESTED}
 
 
 def test_per_op_stages_add_up_iteration_by_iteration():

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from test_workflow_e2e import GOOD_LABELS, REPO, TINY, copy_workflow, snakemake, write_config
 
-from embprof.compare import CHANGE, compare_runs, load_run
+from embprof.compare import CHANGE, compare_runs
 from embprof.results.records import read_results, write_results
+from embprof.results.run import Run
 from embprof.results.timings import TIMING_METRICS, timing_entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -55,7 +56,7 @@ def test_two_runs_of_the_same_code_show_no_change(two_runs: tuple[Path, Path]) -
     assert f"## Changes against `{first}`" in (second / "report" / "summary.md").read_text()
     # The shared machine can drift between the runs, and then TBE (the same code in both) moves too: a
     # change is allowed only in a config whose TBE changed, and the diff must say that the machine did.
-    configs = compare_runs(load_run(first), load_run(second)).configs
+    configs = compare_runs(Run.from_folder(first), Run.from_folder(second)).configs
     changed = configs[configs["verdict"] == CHANGE]
     machine = set(changed.loc[changed["metric"].str.startswith("trc_"), "label"])
     assert set(changed["label"]) <= machine, done.stdout

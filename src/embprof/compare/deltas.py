@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embprof.results.opcalls import iteration_samples
+from embprof.results.run import Run
+from embprof.results.samples import sample_matrix
 from embprof.results.timings import repeat_values
 from embprof.stats import ALPHA, can_reject, mann_whitney_p, spread_pct
 
@@ -144,18 +145,17 @@ def config_deltas(
     return _judged(merged, b_samples, a_samples, ["label", "metric"], alpha)
 
 
-def _op_side(frames: Mapping[str, pd.DataFrame], labels: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
-    """(label, backend, phase, op, ms) summed over stages, and its per-iteration samples."""
+def _op_side(run: Run, labels: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """(label, backend, phase, op, ms) summed over stages, and its per-iteration samples (summed over
+    stages too; NaN where the run has none: a per-op CSV older than samples)."""
     parts, samples = [], []
     for label in labels:
-        frame = frames[label]
-        per_iter = iteration_samples(frame)
-        keys = frame[OP_KEYS[1:]].reset_index(drop=True)
-        table = pd.concat([keys, pd.DataFrame(per_iter)], axis=1)
-        summed = table.groupby(OP_KEYS[1:], sort=True).sum(min_count=1)
-        ms = frame.groupby(OP_KEYS[1:], sort=True)["avg_ms_per_iter"].sum()
-        parts.append(ms.reset_index().rename(columns={"avg_ms_per_iter": "ms"}).assign(label=label))
-        samples.append(summed.to_numpy(dtype=float))
+        ms = run.opcalls[label].groupby(OP_KEYS[1:], sort=True)["avg_ms_per_iter"].sum()
+        ms = ms.reset_index().rename(columns={"avg_ms_per_iter": "ms"})
+        keys, matrix = sample_matrix(run.samples[label], OP_KEYS[1:])
+        row = ms[OP_KEYS[1:]].merge(keys.assign(row=np.arange(len(keys))), on=OP_KEYS[1:], how="left")["row"]
+        parts.append(ms.assign(label=label))
+        samples.append(_rows_of(matrix, row.fillna(-1).to_numpy(dtype=np.int64)))
     if not parts:
         return pd.DataFrame(columns=[*OP_KEYS, "ms"]), np.zeros((0, 0))
     width = max(s.shape[1] for s in samples)
@@ -163,12 +163,11 @@ def _op_side(frames: Mapping[str, pd.DataFrame], labels: Sequence[str]) -> tuple
     return pd.concat(parts, ignore_index=True)[[*OP_KEYS, "ms"]], padded
 
 
-def op_deltas(
-    old: Mapping[str, pd.DataFrame], new: Mapping[str, pd.DataFrame], alpha: float = ALPHA
-) -> pd.DataFrame:
-    """Every (config, backend, phase, op) of the configs profiled in both runs, marked by
-    :func:`judge`. An op on one side only is new or removed, and counts 0 ms on the other."""
-    shared = sorted(set(old) & set(new))
+def op_deltas(old: Run, new: Run, alpha: float = ALPHA) -> pd.DataFrame:
+    """Every (config, backend, phase, op) of the configs profiled in both runs (their per-op tables
+    and samples), marked by :func:`judge`. An op on one side only is new or removed, and counts
+    0 ms on the other."""
+    shared = sorted(set(old.opcalls) & set(new.opcalls))
     (before, b_samples), (after, a_samples) = _op_side(old, shared), _op_side(new, shared)
     merged = _merge(before, after, OP_KEYS)
     merged[["before_ms", "after_ms"]] = merged[["before_ms", "after_ms"]].fillna(0.0)

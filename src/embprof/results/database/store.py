@@ -22,6 +22,7 @@ import sqlite_utils
 from embprof import __version__
 from embprof.atomic import atomic_path
 from embprof.errors import ContractError
+from embprof.results.database.migrate import in_memory, upgrade
 from embprof.results.database.rows import RunRows, check_run_id
 from embprof.results.database.schema import (
     CONFIG_TABLES,
@@ -58,14 +59,15 @@ def _connect(path: Path) -> sqlite_utils.Database:
     return db
 
 
-def check_version(db: sqlite_utils.Database, path: str | os.PathLike[str]) -> None:
-    """A database this embprof reads: empty, or of its schema version; one line otherwise."""
+def check_version(db: sqlite_utils.Database, path: str | os.PathLike[str]) -> int:
+    """The schema version of a database this embprof reads: empty (this version), of its version,
+    or older (:mod:`~embprof.results.database.migrate` upgrades it); one line otherwise."""
     try:
         names = set(db.table_names())
     except sqlite3.DatabaseError as exc:
         raise ContractError(f"{path}: not an SQLite database ({exc})") from None
     if not names:
-        return
+        return SCHEMA_VERSION
     if META.name not in names:
         raise ContractError(f"{path}: not an embprof results database (it has no {META.name} table)")
     found = meta_value(db, "schema_version")
@@ -76,11 +78,7 @@ def check_version(db: sqlite_utils.Database, path: str | os.PathLike[str]) -> No
             f"{path}: schema version {found} is newer than this embprof's ({SCHEMA_VERSION}): "
             "read it with a newer embprof"
         )
-    if int(found) < SCHEMA_VERSION:
-        raise ContractError(
-            f"{path}: schema version {found} is older than this embprof's ({SCHEMA_VERSION}): "
-            "write it again from its results folders"
-        )
+    return int(found)
 
 
 def meta_value(db: sqlite_utils.Database, key: str) -> str | None:
@@ -96,7 +94,11 @@ def reading(path: str | os.PathLike[str]) -> Iterator[sqlite_utils.Database]:
         raise ContractError(f"{path}: no such database")
     db = _connect(target)
     try:
-        check_version(db, path)
+        version = check_version(db, path)
+        if version < SCHEMA_VERSION:  # read through an upgraded copy: the file stays as it is
+            upgraded = in_memory(db, version)
+            db.close()
+            db = upgraded
         yield db
     finally:
         db.close()
@@ -109,8 +111,10 @@ def writing(path: str | os.PathLike[str]) -> Iterator[sqlite_utils.Database]:
     if target.exists():
         db = _connect(target)
         try:
-            check_version(db, path)
+            version = check_version(db, path)
             with db.atomic():
+                if version < SCHEMA_VERSION:
+                    upgrade(db, version)
                 prepare(db)
                 yield db
         finally:
