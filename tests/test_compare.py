@@ -11,6 +11,7 @@ from report_inputs import LABELS, opcalls_frame, record, samples_frame
 
 from embprof.compare import (
     CHANGE,
+    METRICS,
     NEW,
     NOISE,
     REMOVED,
@@ -193,3 +194,23 @@ def test_render_as_text_and_markdown():
     assert markdown.startswith("### embprof diff: `old` → `new`")
     assert "| config | metric | before ms |" in markdown and markdown.rstrip().endswith("gate: FAILED")
     assert np.isfinite(found.configs["p_value"]).all()
+
+
+def test_every_backend_the_runs_hold_is_compared():
+    """A third backend (NVIDIA's dynamicemb, ``nv``) in the records and the per-op tables is compared
+    as dyn and trc are: its train and eval metrics after theirs, its ops by their samples."""
+    def with_nv(rec: dict, factor: float) -> dict:
+        timings = {m: timing_entry([v * factor for v in rec["timings"]["dyn_" + m[3:]]["repeats"]])
+                   for m in ("nv_train_ms", "nv_eval_ms")}
+        return rec | {m: t["median"] for m, t in timings.items()} | {"timings": rec["timings"] | timings}
+
+    old = [with_nv(record(LABELS[0]), 1.0)]
+    new = [with_nv(record(LABELS[0]), 2.0)]
+    nv = opcalls_frame().assign(backend=lambda f: f["backend"].replace({"trc": "nv"}))
+    faster = nv.assign(avg_ms_per_iter=lambda f: f["avg_ms_per_iter"].where(f["backend"] != "nv", f["avg_ms_per_iter"] / 2))
+    found = compare_runs(run("old", old, {LABELS[0]: nv}), run("new", new, {LABELS[0]: faster}))
+    assert found.configs["metric"].tolist() == [*METRICS, "nv_train_ms", "nv_eval_ms"]
+    assert set(found.configs.set_index("metric").loc[["nv_train_ms", "nv_eval_ms"], "verdict"]) == {CHANGE}
+    ops = found.ops[found.ops["backend"] == "nv"]
+    assert len(ops) == (nv["backend"] == "nv").sum() > 0 and set(ops["verdict"]) == {CHANGE}
+    assert ops["delta_pct"].tolist() == pytest.approx([-50.0] * len(ops))

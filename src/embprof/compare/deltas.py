@@ -13,6 +13,7 @@ record) the delta is **untested**.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +26,8 @@ from embprof.results.samples import sample_matrix
 from embprof.results.timings import repeat_values
 from embprof.stats import ALPHA, can_reject, mann_whitney_p, spread_pct
 
-METRICS = ("dyn_train_ms", "dyn_eval_ms", "trc_train_ms", "trc_eval_ms")
+METRICS = ("dyn_train_ms", "dyn_eval_ms", "trc_train_ms", "trc_eval_ms")  # these first, in this order
+_METRIC = re.compile(r"^([A-Za-z0-9]+)_(train|eval)_ms$")
 OP_KEYS = ["label", "backend", "phase", "op"]
 CHANGE, NOISE, UNTESTED, NEW, REMOVED = "change", "within noise", "untested", "new", "removed"
 STAT_COLUMNS = [
@@ -119,13 +121,21 @@ def _padded(rows: Sequence[Sequence[float]]) -> np.ndarray:
     return out
 
 
-def _config_side(records: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, np.ndarray]:
+def config_metrics(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The train and eval metrics of every backend the records time: :data:`METRICS` first, then
+    those of other backends (``nv_train_ms``, ...) by backend."""
+    found = {m for r in records for m in (*r, *(r.get("timings") or {})) if _METRIC.match(str(m))}
+    others = sorted(found - set(METRICS), key=lambda m: (_METRIC.match(m)[1], m.endswith("_eval_ms")))
+    return [*METRICS, *others]
+
+
+def _config_side(records: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
     """(label, metric, ms) of every timed metric of the ok records, and its repeats."""
     keys, samples = [], []
     for record in records:
         if record.get("status", "ok") != "ok":
             continue
-        for metric in METRICS:
+        for metric in metrics:
             values = repeat_values(record, metric)
             if values:
                 keys.append((record["label"], metric, float(np.median(values))))
@@ -136,10 +146,12 @@ def _config_side(records: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, np
 def config_deltas(
     old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], alpha: float = ALPHA
 ) -> pd.DataFrame:
-    """One row per (config, metric) timed in either run, marked by :func:`judge`."""
-    (before, b_samples), (after, a_samples) = _config_side(old), _config_side(new)
+    """One row per (config, metric) timed in either run, of every backend the records time, marked
+    by :func:`judge`."""
+    metrics = config_metrics([*old, *new])
+    (before, b_samples), (after, a_samples) = _config_side(old, metrics), _config_side(new, metrics)
     merged = _merge(before, after, ["label", "metric"])
-    merged["metric"] = pd.Categorical(merged["metric"], categories=METRICS, ordered=True)
+    merged["metric"] = pd.Categorical(merged["metric"], categories=metrics, ordered=True)
     merged = merged.sort_values(["label", "metric"]).reset_index(drop=True)
     merged["metric"] = merged["metric"].astype(str)
     return _judged(merged, b_samples, a_samples, ["label", "metric"], alpha)

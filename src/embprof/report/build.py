@@ -406,9 +406,10 @@ def _section(
 
 
 def _phases(label: str, frame: pd.DataFrame, record: Mapping[str, Any] | None) -> _Phases | None:
-    """dyn against TBE per phase; None where the config has a breakdown of one backend only."""
+    """dyn against TBE per phase; None where the config's breakdown lacks either (other backends, such
+    as ``nv``, are shown in their own sunburst and legend, not here)."""
     groups = work_groups(frame)
-    if set(groups["backend"]) < {"dyn", "trc"}:
+    if not {"dyn", "trc"} <= set(groups["backend"]):
         return None
     figure_id = dom_id("phases", label)
     fig = phase_figure(groups, "dyn against TBE per phase: ms per iteration of each op or [category]")
