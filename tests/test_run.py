@@ -80,11 +80,11 @@ def test_a_configs_files_are_read_when_asked_for(folder: Path) -> None:
     run = Run.from_folder(folder)
     assert broken in run.opcalls and len(run.opcalls[fine]) and len(run.samples[fine])
     with pytest.raises(ContractError, match="missing column"):
-        run.opcalls[broken]
+        _ = run.opcalls[broken]
     with pytest.raises(ContractError, match="missing column"):
-        run.samples[broken]
+        _ = run.samples[broken]
     with pytest.raises(KeyError):
-        run.opcalls[FAILED]
+        _ = run.opcalls[FAILED]
 
 
 def test_older_folders_read_as_new_ones(folder: Path) -> None:
@@ -105,7 +105,7 @@ def test_older_folders_read_as_new_ones(folder: Path) -> None:
     run = Run.from_folder(folder)
     assert run.labels == sorted(LABELS)  # from configs.tsv
     with pytest.raises(ContractError, match="benchmark_results.json: no such file"):
-        run.records
+        _ = run.records
     with pytest.raises(ContractError, match="no such results folder"):
         Run.from_folder(folder / "nowhere")
 
