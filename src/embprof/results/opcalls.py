@@ -20,6 +20,7 @@ import numpy as np
 
 from embprof.atomic import write_csv
 from embprof.errors import ContractError
+from embprof.results.csvfile import read_table
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -78,18 +79,7 @@ def read_legacy_samples(path: str | os.PathLike[str]) -> pd.DataFrame | None:
 
 def _read(path: str | os.PathLike[str]) -> pd.DataFrame:
     """The CSV's rows, checked; with an older CSV's ``ms_by_iter`` (checked too) where it has one."""
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(
-            path, dtype={c: str for c in TEXT_COLUMNS}, keep_default_na=False, na_values={}
-        )
-    except FileNotFoundError:
-        raise ContractError(f"{path}: no such file") from None
-    except pd.errors.EmptyDataError:
-        raise ContractError(f"{path}: empty file, expected a header row") from None
-    except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise ContractError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+    frame = read_table(path, TEXT_COLUMNS)
     if "memory_kinds" not in frame.columns:  # written before the trace's copy bytes (issue 19)
         frame = frame.assign(copy_bytes_per_iter=np.nan, memory_kinds="", cpu_ms_per_iter=np.nan)
     missing = [c for c in COLUMNS if c not in frame.columns]

@@ -26,6 +26,7 @@ import numpy as np
 
 from embprof.atomic import atomic_path
 from embprof.errors import ContractError
+from embprof.results.csvfile import read_table
 from embprof.results.layout import samples_beside
 
 if TYPE_CHECKING:
@@ -67,16 +68,7 @@ def empty_samples() -> pd.DataFrame:
 def read_samples(path: str | os.PathLike[str]) -> pd.DataFrame:
     """One config's samples file as :data:`FRAME_COLUMNS`: keys as str, ``iteration`` a whole number
     >= 0, ``ms`` (the file's ``ns`` / 10^6) finite >= 0, each (key, iteration) once."""
-    import pandas as pd
-
-    try:
-        frame = pd.read_csv(path, dtype={k: str for k in KEY}, keep_default_na=False, na_values={})
-    except FileNotFoundError:
-        raise ContractError(f"{path}: no such file") from None
-    except pd.errors.EmptyDataError:
-        raise ContractError(f"{path}: empty file, expected a header row") from None
-    except (OSError, ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise ContractError(f"{path}: not a readable CSV ({str(exc).splitlines()[0]})") from None
+    frame = read_table(path, KEY)
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ContractError(f"{path}: missing column(s) {', '.join(missing)}")

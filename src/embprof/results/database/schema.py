@@ -198,10 +198,7 @@ OPCALLS = Table(
 OP_SAMPLES = Table(
     "op_samples", "One row per per-op row and profiled iteration: its ms in that iteration (the samples file).",
     (_RUN, _LABEL,
-     _c("backend", str, "the per-op row's backend (opcalls.backend)"),
-     _c("phase", str, "its phase"),
-     _c("parent_stages", str, "its stages"),
-     _c("op", str, "its op"),
+     *(c for c in OPCALLS.columns if c.name in OPCALLS.pk[2:]),  # the per-op row's key
      _c("iteration", int, "the profiled iteration, 0-based in start order (a label's traces one after another)"),
      _c("ms", float, "the row's ms in that iteration (0 where it ran nothing); their mean is avg_ms_per_iter")),
     pk=(*CONFIG_KEY, "backend", "phase", "parent_stages", "op", "iteration"),
