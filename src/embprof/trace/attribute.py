@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .calls import CallStore
-from .codes import dedupe
+from .codes import combined_codes, dedupe
 from .errors import TraceError
 from .layouts import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
 from .model import KIND_KERNEL, TraceSource
@@ -46,9 +46,10 @@ class RowKey(NamedTuple):
 
 @dataclass(eq=False)
 class Groups:
-    """One trace's attributed work, one entry per group (context and work name), as arrays: its row
-    an index into ``rows`` (the distinct row keys, few), its work name one into ``kernel_names``
-    and its memory kinds one into ``memory_kinds``. Nothing here is per group in Python."""
+    """One trace's attributed work, one entry per group (context but for the iteration, and work
+    name), as arrays: its row an index into ``rows`` (the distinct row keys, few), its work name one
+    into ``kernel_names`` and its memory kinds one into ``memory_kinds``; and each group's time per
+    iteration as (group, iteration, ns) samples. Nothing here is per group in Python."""
 
     rows: list[RowKey]
     row: np.ndarray
@@ -56,12 +57,14 @@ class Groups:
     kernel: np.ndarray
     memory_kinds: list[str]  # of copies or memsets (names.memory_kind_name; '' for kernels)
     memory_kind: np.ndarray
-    iteration: np.ndarray  # the config's profiled iteration in this trace, 0-based in start order
     calls: np.ndarray
     total_ns: np.ndarray
     first_seen: np.ndarray  # order of first appearance in the trace's work tables
     nbytes: np.ndarray  # bytes its copies or memsets moved (0 for kernels)
-    cpu_ns: np.ndarray  # the host time of its op ranges, on the first op-range group of each context (else 0)
+    cpu_ns: np.ndarray  # the host time of its op ranges, on the first op-range group of each base (else 0)
+    sample_group: np.ndarray  # per sample: its group
+    sample_iteration: np.ndarray  # the config's profiled iteration in this trace, 0-based in start order
+    sample_ns: np.ndarray  # the group's device ns in that iteration
 
     def labels(self) -> set[str]:
         return {r.label for r in self.rows}
@@ -151,7 +154,7 @@ def _groups(source: TraceSource, ctx: Contexts, work: WorkTotals, labels: list[s
     backend = np.array(ctx.ctx_backend, np.int64)[gctx]
     phase = np.array(ctx.ctx_phase, np.int64)[gctx]
     head = ((label * len(backends) + backend) * len(phases) + phase) * 6 + is_op_range * 3 + kind
-    row, first = distinct_rows(head, stage, op)
+    row, first = combined_codes(head, stage, op)
     at = first.tolist()
     paths = _path_strings(ctx, np.unique(stage[first]))
     kernels, kernel = _distinct_codes(work.group_name, len(work.names))  # every op that is a work name too
@@ -169,24 +172,10 @@ def _groups(source: TraceSource, ctx: Contexts, work: WorkTotals, labels: list[s
         rows=rows, row=row,
         kernel_names=[work_names[c] for c in kernels.tolist()], kernel=kernel,
         memory_kinds=[memory_kind_name(c) for c in kinds.tolist()], memory_kind=memory_kind,
-        iteration=np.array(ctx.ctx_iteration, np.int64)[gctx],
         calls=work.calls, total_ns=work.total_ns, first_seen=work.first_seen, nbytes=work.nbytes,
-        cpu_ns=_cpu_ns(ctx, gctx, is_op_range),
+        cpu_ns=_cpu_ns(ctx, work, is_op_range),
+        sample_group=work.sample_group, sample_iteration=work.sample_iteration, sample_ns=work.sample_ns,
     )
-
-
-def distinct_rows(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per position, the code of its tuple of ``columns`` (non-negative ints), and the first position of
-    each code: codes combined a column at a time, so no key outgrows an int64."""
-    code = np.zeros(len(columns[0]), np.int64)
-    width = 1
-    for column in columns:
-        values, inverse = _distinct_codes(column, int(column.max(initial=0)) + 1)
-        code = dedupe(code * len(values) + inverse, width * max(len(values), 1))[1]
-        width = int(code.max(initial=-1)) + 1
-    first = np.full(width, len(code), np.int64)
-    np.minimum.at(first, code, np.arange(len(code), dtype=np.int64))
-    return code, first
 
 
 def _distinct_codes(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
@@ -194,17 +183,18 @@ def _distinct_codes(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndar
     return dedupe(np.asarray(values, np.int64), max(bound, 1))
 
 
-def _cpu_ns(ctx: Contexts, gctx: np.ndarray, is_op_range: np.ndarray) -> np.ndarray:
-    """Each context's op-range host time on the first of its op-range groups, so that it is counted
-    once however many kernel names the op launched."""
-    out = np.zeros(len(gctx), np.int64)
+def _cpu_ns(ctx: Contexts, work: WorkTotals, is_op_range: np.ndarray) -> np.ndarray:
+    """The op-range host time of each base (its contexts' over every iteration) on the first of its
+    op-range groups, so that it is counted once however many kernel names the op launched."""
+    out = np.zeros(len(work.group_base), np.int64)
     if not ctx.ctx_cpu_parts:
         return out
-    per_ctx = ctx.cpu_ns()
+    per_base = np.zeros(int(work.base_of_ctx.max(initial=-1)) + 1, np.int64)
+    np.add.at(per_base, work.base_of_ctx, ctx.cpu_ns())
     candidates = np.flatnonzero(is_op_range)
-    _, first = np.unique(gctx[candidates], return_index=True)
+    _, first = np.unique(work.group_base[candidates], return_index=True)
     firsts = candidates[first]
-    out[firsts] = per_ctx[gctx[firsts]]
+    out[firsts] = per_base[work.group_base[firsts]]
     return out
 
 

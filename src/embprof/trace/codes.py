@@ -54,6 +54,21 @@ def dedupe(keys: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
     return uniq, inverse.astype(np.int64)
 
 
+def combined_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per position, a dense code of its tuple of ``columns`` (non-negative ints), and the first
+    position of each code: columns combined one at a time, so no key outgrows an int64."""
+    code = np.zeros(len(columns[0]), np.int64)
+    width = 1
+    for column in columns:
+        column = np.asarray(column, np.int64)
+        values, inverse = dedupe(column, max(int(column.max(initial=0)) + 1, 1))
+        code = dedupe(code * len(values) + inverse, width * max(len(values), 1))[1]
+        width = int(code.max(initial=-1)) + 1
+    first = np.full(width, len(code), np.int64)
+    np.minimum.at(first, code, np.arange(len(code), dtype=np.int64))
+    return code, first
+
+
 class KeyCodes:
     """Codes 0, 1, 2, ... for non-negative int64 keys, in order of first sight across calls.
 

@@ -116,23 +116,31 @@ class _LabelGroups:
         for trace_no, (t, offset) in enumerate(zip(traces, before, strict=True)):
             g = t.attributed.groups
             local = np.array([keys.setdefault(k[1:], len(keys)) if k.label == label else -1 for k in g.rows], np.int64)
-            mine = np.flatnonzero(local[g.row] >= 0) if len(g.row) else np.zeros(0, np.int64)
+            row = local[g.row] if len(g.row) else np.zeros(0, np.int64)
+            mine = np.flatnonzero(row >= 0)
             kernel = np.array([kernels.setdefault(n, len(kernels)) for n in g.kernel_names], np.int64)
             kind = np.array([kinds.setdefault(n, len(kinds)) for n in g.memory_kinds], np.int64)
+            sample_row = row[g.sample_group] if len(g.sample_group) else np.zeros(0, np.int64)
+            sampled = np.flatnonzero(sample_row >= 0)
             for name, values in (
-                ("row", local[g.row[mine]]), ("kernel", kernel[g.kernel[mine]]), ("kind", kind[g.memory_kind[mine]]),
-                ("iteration", offset + g.iteration[mine]), ("calls", g.calls[mine]), ("ns", g.total_ns[mine]),
-                ("nbytes", g.nbytes[mine]), ("cpu_ns", g.cpu_ns[mine]),
+                ("row", row[mine]), ("kernel", kernel[g.kernel[mine]]), ("kind", kind[g.memory_kind[mine]]),
+                ("calls", g.calls[mine]), ("ns", g.total_ns[mine]), ("nbytes", g.nbytes[mine]),
+                ("cpu_ns", g.cpu_ns[mine]),
                 # first sight: the trace, then the row of its work tables
                 ("first", (np.int64(trace_no) << _TRACE_SHIFT) + g.first_seen[mine]),
+                # the samples: a label's iterations in its second trace follow those of its first
+                ("sample_row", sample_row[sampled]), ("sample_iteration", offset + g.sample_iteration[sampled]),
+                ("sample_ns", g.sample_ns[sampled]),
             ):
                 parts.setdefault(name, []).append(values)
         self.keys = list(keys)  # (backend, phase, parent_stages, op, is_op_range, kind)
         self.kernel_names, self.memory_kinds = list(kernels), list(kinds)
         joined = {name: np.concatenate(arrays) for name, arrays in parts.items()}
         self.row, self.kernel, self.kind = joined["row"], joined["kernel"], joined["kind"]
-        self.iteration, self.calls, self.ns = joined["iteration"], joined["calls"], joined["ns"]
+        self.calls, self.ns = joined["calls"], joined["ns"]
         self.nbytes, self.cpu_ns, self.first = joined["nbytes"], joined["cpu_ns"], joined["first"]
+        self.sample_row, self.sample_iteration = joined["sample_row"], joined["sample_iteration"]
+        self.sample_ns = joined["sample_ns"]
 
     def per_row(self, values: np.ndarray) -> np.ndarray:
         """``values`` summed per row (exact for integers)."""
@@ -203,7 +211,7 @@ def _rows(groups: _LabelGroups, num_iters: int, category_of) -> tuple[dict[str, 
     first = np.full(n, np.iinfo(np.int64).max, np.int64)
     np.minimum.at(first, groups.row, groups.first)
     per_iter = np.zeros(n * num_iters, np.int64)
-    np.add.at(per_iter, groups.row * num_iters + groups.iteration, groups.ns)
+    np.add.at(per_iter, groups.sample_row * num_iters + groups.sample_iteration, groups.sample_ns)
     timed_ops = bool(cpu_ns.any())
     backend = np.array([k[0] for k in keys], dtype=object)
     phase = np.array([k[1] for k in keys], dtype=object)

@@ -2,8 +2,11 @@
 
 Each kernel, copy or memset takes the context and span of the runtime call
 with its correlation id (:class:`~embprof.trace.calls.CallStore`); counted
-work is summed per (context, kind, name) group; the device intervals of each
-(label, backend) are merged into their union as they arrive. The work tables
+work is summed per group: its context but for the iteration (its *base*:
+label, backend, phase, op and path) and its kind and name, so a run of many
+short iterations has as few groups as one of few long ones; each group's time
+per iteration is summed beside, as (group, iteration) pairs. The device
+intervals of each (label, backend) are merged into their union as they arrive. The work tables
 are read side by side, the next chunk always from the table that is furthest
 behind in time, so a merged interval that ends before every table's next
 chunk begins is final and dropped: memory is a chunk per table plus the open
@@ -19,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .calls import CallStore
-from .codes import KeyCodes, dedupe, dense_codes
+from .codes import KeyCodes, combined_codes, dedupe, dense_codes
 from .layouts import BACKENDS
 from .model import WorkRows
 from .sweep import INF, Contexts, OutOfOrder, rechunk
@@ -72,11 +75,13 @@ class _Busy:
 
 @dataclass
 class WorkTotals:
-    """Per group (context, work name and memory kinds): calls, device ns, bytes moved, and where it
-    was first seen; per (label, backend) the union of device time; per span the latest device end,
-    and the first start and last end of its counted work."""
+    """Per group (context base, work name and memory kinds): calls, device ns, bytes moved, and where
+    it was first seen; per (group, iteration) its device ns; per (label, backend) the union of
+    device time; per span the latest device end, and the first start and last end of its counted work."""
 
-    group_ctx: np.ndarray
+    group_ctx: np.ndarray  # a context of the group's base (the same label, backend, phase, op and path)
+    group_base: np.ndarray  # the group's base: index into base_of_ctx's codes
+    base_of_ctx: np.ndarray  # per context, its base (contexts of one base differ by iteration only)
     group_name: np.ndarray  # index into ``names``: (kind, name id, memory kind code) triples
     calls: np.ndarray
     total_ns: np.ndarray
@@ -89,12 +94,23 @@ class WorkTotals:
     counted_end: np.ndarray
     found: int
     dropped: int
+    # Each group's device ns per iteration of its config in the trace, as (group, iteration, ns).
+    sample_group: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sample_iteration: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sample_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 class _Sums:
     def __init__(self, ctx: Contexts, n_spans: int) -> None:
-        self.ctx_lb = np.array(ctx.ctx_label, np.int64) * len(BACKENDS) + np.array(ctx.ctx_backend, np.int64)
-        self.n_ctx = len(ctx.ctx_label)
+        label, backend = np.array(ctx.ctx_label, np.int64), np.array(ctx.ctx_backend, np.int64)
+        self.ctx_lb = label * len(BACKENDS) + backend
+        # A context is its base and an iteration: groups are of bases, time per iteration apart.
+        self.base_of_ctx, self.base_ctx = combined_codes(
+            label, backend, np.array(ctx.ctx_phase, np.int64), np.array(ctx.ctx_has_op, np.int64),
+            np.array(ctx.ctx_path, np.int64)) if len(label) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.ctx_iteration = np.array(ctx.ctx_iteration, np.int64)
+        self.n_iter = int(self.ctx_iteration.max(initial=0)) + 1
+        self.n_bases = len(self.base_ctx)
         self.names, self.groups = KeyCodes(), KeyCodes()
         self.calls = np.zeros(0, np.int64)
         self.total = np.zeros(0, np.float64)
@@ -105,6 +121,7 @@ class _Sums:
         self.counted_end = np.full(n_spans, -1, np.int64)
         self.nbytes = np.zeros(0, np.float64)
         self.found = self.dropped = 0
+        self.samples: list[tuple[np.ndarray, np.ndarray]] = []  # per chunk: (group * n_iter + iteration, ns)
 
     def add(self, w: WorkRows, store: CallStore, first_row: int, watermark: int) -> None:
         known, ctx, span = store.lookup(w.process, w.corr)
@@ -128,12 +145,14 @@ class _Sums:
         raw = ((w.name[rows] + 1) * _MEMS + w.mem[rows]) * _KINDS + w.kind[rows]
         name = self.names.codes(raw, bound=int(raw.max()) + 1)
         width = len(self.names)
-        uniq, inverse = dedupe(ctx * width + name, self.n_ctx * width)
-        g_ctx, g_name = np.divmod(uniq, width)
-        gids = self.groups.codes_of_distinct((g_ctx << 32) | g_name)
+        uniq, inverse = dedupe(self.base_of_ctx[ctx] * width + name, self.n_bases * width)
+        g_base, g_name = np.divmod(uniq, width)
+        gids = self.groups.codes_of_distinct((g_base << 32) | g_name)
         self._grow(len(self.groups))
         self.calls[gids] += np.bincount(inverse, minlength=len(uniq))
         self.total[gids] += np.bincount(inverse, weights=end - start, minlength=len(uniq))
+        per_iter, at = dedupe(gids[inverse] * self.n_iter + self.ctx_iteration[ctx], len(self.groups) * self.n_iter)
+        self.samples.append((per_iter, np.bincount(at, weights=end - start, minlength=len(per_iter))))
         self.nbytes[gids] += np.bincount(inverse, weights=w.nbytes[rows], minlength=len(uniq))
         if (self.first[gids] > first_row).any():  # a group not yet seen before this chunk's rows
             first = np.full(len(uniq), INF, np.int64)
@@ -156,13 +175,30 @@ class _Sums:
         keys = np.array(self.groups.keys, np.int64)
         raw = np.array(self.names.keys, np.int64)
         n = len(keys)
+        pair, ns = _sum_runs(self.samples)
         return WorkTotals(
-            group_ctx=keys >> 32, group_name=keys & 0xFFFFFFFF, calls=self.calls[:n],
+            group_ctx=self.base_ctx[keys >> 32], group_base=keys >> 32, base_of_ctx=self.base_of_ctx,
+            group_name=keys & 0xFFFFFFFF, calls=self.calls[:n],
             total_ns=np.rint(self.total[:n]).astype(np.int64), first_seen=self.first[:n],
             names=[(int(r % _KINDS), int(r // _KINDS // _MEMS) - 1, int(r // _KINDS % _MEMS)) for r in raw.tolist()],
             busy_ns=self.busy.finish(), span_end=self.span_end, found=self.found, dropped=self.dropped,
             nbytes=self.nbytes[:n], counted_start=self.counted_start, counted_end=self.counted_end,
+            sample_group=pair // self.n_iter, sample_iteration=pair % self.n_iter,
+            sample_ns=np.rint(ns).astype(np.int64),
         )
+
+
+def _sum_runs(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys and their summed values, of runs of sorted distinct keys (one per chunk:
+    a (group, iteration) pair cut by a chunk's edge is in two). A stable sort merges the runs."""
+    if not runs:
+        return np.zeros(0, np.int64), np.zeros(0)
+    keys, values = (np.concatenate(part) for part in zip(*runs, strict=True))
+    order = np.argsort(keys, kind="stable")  # timsort: a merge of the sorted runs
+    keys, values = keys[order], values[order]
+    first = np.ones(len(keys), bool)
+    first[1:] = keys[1:] != keys[:-1]
+    return keys[first], np.add.reduceat(values, np.flatnonzero(first)) if len(keys) else values
 
 
 def sum_work(streams: Sequence[Iterable[WorkRows]], store: CallStore, ctx: Contexts,
