@@ -167,3 +167,19 @@ def test_call_store_finds_the_first_call_of_each_key(parts, probe):
             assert found[i] and (ctx[i], span[i]) == seen[key]
         else:
             assert not found[i]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3000), max_size=200), max_size=40))
+def test_key_codes_number_keys_in_order_of_first_sight(batches):
+    """KeyCodes (appended, merged into its tail, the tail into the rest) against a dict."""
+    from embprof.trace.codes import KeyCodes
+
+    codes, want = KeyCodes(), {}
+    for i, batch in enumerate(batches):
+        uniq = np.unique(np.array(batch, np.int64) + 100 * i)  # later batches reach past the keys seen
+        got = codes.codes_of_distinct(uniq).tolist()
+        assert got == [want.setdefault(k, len(want)) for k in uniq.tolist()]
+        probe = np.array([-1, *uniq.tolist()], np.int64)
+        assert codes.known(probe).tolist() == [-1, *got]
+    assert codes.keys.tolist() == list(want) and len(codes) == len(want)

@@ -142,17 +142,15 @@ def _sweep(source: TraceSource, layout: str, chunk_rows: int | None) -> tuple[Co
 def _groups(source: TraceSource, ctx: Contexts, work: WorkTotals, labels: list[str],
             backends: tuple[str, ...], phases: tuple[str, ...]) -> Groups:
     """Every group's row, work name and memory kinds as codes; strings only for the distinct ones."""
-    gctx = work.group_ctx
+    base = {name: values[work.group_base] for name, values in work.bases.items()}
     names = np.array(work.names, np.int64).reshape(-1, 3)  # (kind, name id, memory kind code)
     kind = names[work.group_name, 0]
-    path = np.array(ctx.ctx_path, np.int64)[gctx]
-    is_op_range = np.array(ctx.ctx_has_op, bool)[gctx] & (kind == KIND_KERNEL)
+    path = base["path"]
+    is_op_range = base["has_op"].astype(bool) & (kind == KIND_KERNEL)
     stage = np.where(is_op_range, np.array(ctx.path_parent, np.int64)[path], path)
     # The op: an op range's own name (the last of its path), else the work's name.
     op = np.where(is_op_range, np.array(ctx.path_name, np.int64)[path], work.group_name)
-    label = np.array(ctx.ctx_label, np.int64)[gctx]
-    backend = np.array(ctx.ctx_backend, np.int64)[gctx]
-    phase = np.array(ctx.ctx_phase, np.int64)[gctx]
+    label, backend, phase = base["label"], base["backend"], base["phase"]
     head = ((label * len(backends) + backend) * len(phases) + phase) * 6 + is_op_range * 3 + kind
     row, first = combined_codes(head, stage, op)
     at = first.tolist()

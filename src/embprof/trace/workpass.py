@@ -30,6 +30,8 @@ from .sweep import INF, Contexts, OutOfOrder, rechunk
 ROW_BITS = 40  # first-seen order: table rank, then row within the table
 _KINDS = 3
 _MEMS = 1 + 17 * 32  # memory kind codes (names.memory_kind_code), 0 for kernels
+# What a context is but for its iteration (Contexts.ctx_<name>): its base.
+BASE = ("label", "backend", "phase", "has_op", "path")
 
 
 @dataclass
@@ -79,8 +81,8 @@ class WorkTotals:
     it was first seen; per (group, iteration) its device ns; per (label, backend) the union of
     device time; per span the latest device end, and the first start and last end of its counted work."""
 
-    group_ctx: np.ndarray  # a context of the group's base (the same label, backend, phase, op and path)
-    group_base: np.ndarray  # the group's base: index into base_of_ctx's codes
+    group_base: np.ndarray  # the group's base: index into ``bases``
+    bases: dict[str, np.ndarray]  # per base: its label, backend, phase, has_op and path (the contexts')
     base_of_ctx: np.ndarray  # per context, its base (contexts of one base differ by iteration only)
     group_name: np.ndarray  # index into ``names``: (kind, name id, memory kind code) triples
     calls: np.ndarray
@@ -102,15 +104,15 @@ class WorkTotals:
 
 class _Sums:
     def __init__(self, ctx: Contexts, n_spans: int) -> None:
-        label, backend = np.array(ctx.ctx_label, np.int64), np.array(ctx.ctx_backend, np.int64)
-        self.ctx_lb = label * len(BACKENDS) + backend
+        parts = {name: np.array(getattr(ctx, f"ctx_{name}"), np.int64) for name in BASE}
+        self.ctx_lb = parts["label"] * len(BACKENDS) + parts["backend"]
         # A context is its base and an iteration: groups are of bases, time per iteration apart.
-        self.base_of_ctx, self.base_ctx = combined_codes(
-            label, backend, np.array(ctx.ctx_phase, np.int64), np.array(ctx.ctx_has_op, np.int64),
-            np.array(ctx.ctx_path, np.int64)) if len(label) else (np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.base_of_ctx, first = combined_codes(*parts.values()) if self.ctx_lb.size else (
+            np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.bases = {name: values[first] for name, values in parts.items()}
+        self.n_bases = len(first)
         self.ctx_iteration = np.array(ctx.ctx_iteration, np.int64)
         self.n_iter = int(self.ctx_iteration.max(initial=0)) + 1
-        self.n_bases = len(self.base_ctx)
         self.names, self.groups = KeyCodes(), KeyCodes()
         self.calls = np.zeros(0, np.int64)
         self.total = np.zeros(0, np.float64)
@@ -177,7 +179,7 @@ class _Sums:
         n = len(keys)
         pair, ns = _sum_runs(self.samples)
         return WorkTotals(
-            group_ctx=self.base_ctx[keys >> 32], group_base=keys >> 32, base_of_ctx=self.base_of_ctx,
+            group_base=keys >> 32, bases=self.bases, base_of_ctx=self.base_of_ctx,
             group_name=keys & 0xFFFFFFFF, calls=self.calls[:n],
             total_ns=np.rint(self.total[:n]).astype(np.int64), first_seen=self.first[:n],
             names=[(int(r % _KINDS), int(r // _KINDS // _MEMS) - 1, int(r // _KINDS % _MEMS)) for r in raw.tolist()],
