@@ -153,8 +153,14 @@ class _Sums:
         self._grow(len(self.groups))
         self.calls[gids] += np.bincount(inverse, minlength=len(uniq))
         self.total[gids] += np.bincount(inverse, weights=end - start, minlength=len(uniq))
-        per_iter, at = dedupe(gids[inverse] * self.n_iter + self.ctx_iteration[ctx], len(self.groups) * self.n_iter)
-        self.samples.append((per_iter, np.bincount(at, weights=end - start, minlength=len(per_iter))))
+        # (group, iteration) pairs: a chunk spans few iterations, so they are coded within its window
+        iteration = self.ctx_iteration[ctx]
+        low, groups = int(iteration.min()), len(self.groups)
+        window, at = dedupe((iteration - low) * groups + gids[inverse], (int(iteration.max()) - low + 1) * groups)
+        it, gid = np.divmod(window, groups)
+        pair = gid * self.n_iter + it + low
+        order = np.argsort(pair)  # the chunk's run, sorted (few: groups x its iterations)
+        self.samples.append((pair[order], np.bincount(at, weights=end - start, minlength=len(window))[order]))
         self.nbytes[gids] += np.bincount(inverse, weights=w.nbytes[rows], minlength=len(uniq))
         if (self.first[gids] > first_row).any():  # a group not yet seen before this chunk's rows
             first = np.full(len(uniq), INF, np.int64)
