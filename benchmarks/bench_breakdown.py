@@ -1,14 +1,16 @@
 """The breakdown against its floor (a bare read of the columns it needs) and against nsys-ai.
 
     python benchmarks/bench_breakdown.py [--repeat 3] [--sizes 10,100,400] [--names many,few]
-        [--big 1000] [--nsys-ai-python PY] [--nsys-ai-sizes 100,400] [--cache-dir DIR] [--json OUT]
-        [--baseline-src DIR | --baseline-python PY] [--baseline-sizes 100,400]
+        [--big 1000] [--long 24000] [--nsys-ai-python PY] [--nsys-ai-sizes 100,400] [--cache-dir DIR]
+        [--json OUT] [--baseline-src DIR | --baseline-python PY] [--baseline-sizes 100,400]
 
 Exports are generated once (``benchmarks/gen_export.py``: 10,000 kernels per
 iteration, so sizes 10, 100, 400 and 1000 are 100K, 1M, 4M and 10M kernels),
 with many distinct range names (PyTorch's ``..., seq = N``) and with few, and
 cached under ``--cache-dir`` (default ``$TMPDIR/embprof-bench``; the 10M one is
-about 2.3 GB). Every measurement is a whole process, start-up included, run
+about 2.3 GB). ``--long ITERS`` adds the long shape (``gen_export.py --shape long``:
+42 work items per iteration, many names, so 24,000 iterations are 1M and every
+per-op row has 24,000 samples). Every measurement is a whole process, start-up included, run
 from this parent (which imports nothing heavy, so the child's peak RSS is its
 own), the programs interleaved round by round so that all see the same load:
 
@@ -40,7 +42,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-KERNELS_PER_ITER = 10_000
+KERNELS_PER_ITER = {"wide": 10_000, "long": 42}
 FLOOR_QUERIES = (
     "SELECT start, end, correlationId, globalPid, shortName FROM CUPTI_ACTIVITY_KIND_KERNEL",
     "SELECT start, end, correlationId, globalPid, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
@@ -111,16 +113,27 @@ def stats(runs: list[dict]) -> dict:
     return {
         "cpu_min": min(r["cpu"] for r in runs), "cpu_median": statistics.median(r["cpu"] for r in runs),
         "wall_min": min(r["wall"] for r in runs), "wall_median": statistics.median(r["wall"] for r in runs),
-        "rss_mb": max(r["rss_mb"] for r in runs), "runs": len(runs),
+        "rss_mb": max(r["rss_mb"] for r in runs), "runs": len(runs), "cpu": [r["cpu"] for r in runs],
     }
 
 
-def export(cache: Path, iters: int, names: str, python: str) -> Path:
-    path = cache / f"bench_{names}_{iters}iters.sqlite"
+def round_ratios(a: dict, b: dict) -> tuple[float, float]:
+    """Min and median over the rounds of a's CPU time over b's in the same round (both saw its load)."""
+    ratios = [x / y for x, y in zip(a["cpu"], b["cpu"], strict=True)]
+    return min(ratios), statistics.median(ratios)
+
+
+def export(cache: Path, iters: int, names: str, python: str, shape: str = "wide") -> Path:
+    path = cache / f"bench_{names}_{iters}iters{'' if shape == 'wide' else '_' + shape}.sqlite"
     if not path.exists():
-        subprocess.run([python, str(HERE / "gen_export.py"), str(path), "--iters", str(iters), "--names", names],
-                       check=True)
+        subprocess.run([python, str(HERE / "gen_export.py"), str(path), "--iters", str(iters), "--names", names,
+                        "--shape", shape], check=True)
     return path
+
+
+def kernels(case: tuple) -> int:
+    """Work items of a case (names, iterations[, shape])."""
+    return case[1] * KERNELS_PER_ITER[case[2] if len(case) > 2 else "wide"]
 
 
 def main() -> None:
@@ -129,6 +142,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="10,100,400", help="iterations of the generated exports (x10,000 kernels)")
     ap.add_argument("--names", default="many,few")
     ap.add_argument("--big", type=int, default=1000, help="iterations of the bounded-memory case (0: skip)")
+    ap.add_argument("--long", type=int, default=0,
+                    help="iterations of the long shape (42 work items each; 24000: 1M; 0: skip)")
     ap.add_argument("--cache-dir", type=Path, default=Path(tempfile.gettempdir()) / "embprof-bench")
     ap.add_argument("--nsys-ai-python", default=os.environ.get("NSYS_AI_PYTHON", "/tmp/benchvenv/bin/python"))
     ap.add_argument("--nsys-ai-sizes", default="100,400", help="sizes nsys-ai runs at (many names)")
@@ -147,7 +162,8 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     names = [n for n in args.names.split(",") if n]
     cases = [(n, s) for n in names for s in sizes] + ([("many", args.big)] if args.big else [])
-    files = {case: export(args.cache_dir, case[1], case[0], python) for case in cases}
+    cases += [("many", args.long, "long")] if args.long else []
+    files = {case: export(args.cache_dir, case[1], case[0], python, *case[2:]) for case in cases}
     nsys_ai = Path(args.nsys_ai_python).exists()
     nsys_ai_sizes = {int(s) for s in args.nsys_ai_sizes.split(",") if s} if nsys_ai else set()
     out_dir = Path(tempfile.mkdtemp(prefix="bench_breakdown_"))
@@ -158,7 +174,7 @@ def main() -> None:
         programs[(case, "floor")] = [python, __file__, "--child", "floor", str(path)]
         if case[0] == "many" and case[1] in nsys_ai_sizes:
             programs[(case, "nsys-ai")] = [args.nsys_ai_python, __file__, "--child", "nsys_ai", str(path)]
-        if baseline and case[1] in {int(s) for s in args.baseline_sizes.split(",") if s}:
+        if baseline and (case[1] in {int(s) for s in args.baseline_sizes.split(",") if s} or len(case) > 2):
             programs[(case, "baseline")] = [*baseline, "-m", "embprof", "breakdown", str(path),
                                             "--out-dir", str(out_dir / "baseline")]
     runs: dict = {key: [] for key in programs}
@@ -171,7 +187,7 @@ def main() -> None:
     got = {key: stats(r) for key, r in runs.items()}
     report(got, cases, loads, args)
     if args.json:
-        args.json.write_text(json.dumps({f"{n}/{s}/{p}": v for ((n, s), p), v in got.items()}, indent=2) + "\n")
+        args.json.write_text(json.dumps({f"{'/'.join(map(str, c))}/{p}": v for (c, p), v in got.items()}, indent=2) + "\n")
 
 
 def _baseline(args) -> list[str] | None:
@@ -184,12 +200,12 @@ def _baseline(args) -> list[str] | None:
 def report(got: dict, cases: list, loads: list[float], args) -> None:
     print(f"load average (1 min) at each round: {', '.join(f'{x:.1f}' for x in loads)} on {os.cpu_count()} CPUs; "
           f"{args.repeat} rounds, min / median")
-    print(f"{'names':<6}{'kernels':>9}  {'program':<9}{'CPU s':>15}{'wall s':>15}{'peak RSS MB':>13}")
+    print(f"{'names':<6}{'kernels':>9}{'iters':>7}  {'program':<9}{'CPU s':>15}{'wall s':>15}{'peak RSS MB':>13}")
     for case in cases:
         for prog in ("ours", "baseline", "floor", "nsys-ai"):
             m = got.get((case, prog))
             if m:
-                print(f"{case[0]:<6}{case[1] * KERNELS_PER_ITER:>9,}  {prog:<9}"
+                print(f"{case[0]:<6}{kernels(case):>9,}{case[1]:>7}  {prog:<9}"
                       f"{m['cpu_min']:>7.2f} /{m['cpu_median']:>6.2f}{m['wall_min']:>7.2f} /{m['wall_median']:>6.2f}"
                       f"{m['rss_mb']:>13.0f}")
     print()
@@ -197,12 +213,12 @@ def report(got: dict, cases: list, loads: list[float], args) -> None:
     def ratio(a: dict, b: dict, key: str) -> float:
         return a[f"{key}_min"] / b[f"{key}_min"]
 
-    sizes = sorted({s for _, s in cases if s != args.big})
-    for names in sorted({n for n, _ in cases}):
+    sizes = sorted({c[1] for c in cases if c[1] != args.big and len(c) == 2})
+    for names in sorted({c[0] for c in cases if len(c) == 2 and c[1] in sizes}):
         for s in sizes:
             ours, floor = got.get(((names, s), "ours")), got.get(((names, s), "floor"))
             if ours and floor and s >= 100:
-                print(f"{names} names, {s * KERNELS_PER_ITER:,} kernels: ours / floor {ratio(ours, floor, 'cpu'):.2f}x CPU"
+                print(f"{names} names, {kernels((names, s)):,} kernels: ours / floor {ratio(ours, floor, 'cpu'):.2f}x CPU"
                       f" (target <= 1.5x), {ratio(ours, floor, 'wall'):.2f}x wall; peak RSS {ours['rss_mb']:.0f} MB"
                       f" (target <= {400 if s <= 100 else 1200} MB)")
         lo, hi = min(sizes), max(sizes)
@@ -210,24 +226,34 @@ def report(got: dict, cases: list, loads: list[float], args) -> None:
         f_lo, f_hi = got.get(((names, lo), "floor")), got.get(((names, hi), "floor"))
         if lo != hi and o_lo and o_hi and f_lo and f_hi:
             ours_growth, floor_growth = ratio(o_hi, o_lo, "cpu"), ratio(f_hi, f_lo, "cpu")
-            print(f"{names} names, {lo * KERNELS_PER_ITER:,} -> {hi * KERNELS_PER_ITER:,} kernels: ours grows "
+            print(f"{names} names, {kernels((names, lo)):,} -> {kernels((names, hi)):,} kernels: ours grows "
                   f"{ours_growth:.1f}x, the floor {floor_growth:.1f}x in CPU time: {ours_growth / floor_growth:.2f}x"
                   " the floor's growth (target <= 1.3x)")
     for case in cases:
         ours, base, floor = got.get((case, "ours")), got.get((case, "baseline")), got.get((case, "floor"))
         if ours and base and floor:
-            print(f"{case[0]} names, {case[1] * KERNELS_PER_ITER:,} kernels: baseline / floor {ratio(base, floor, 'cpu'):.2f}x CPU,"
+            print(f"{case[0]} names, {kernels(case):,} kernels: baseline / floor {ratio(base, floor, 'cpu'):.2f}x CPU,"
                   f" peak RSS {base['rss_mb']:.0f} MB; baseline / ours {ratio(base, ours, 'cpu'):.2f}x CPU")
-    for s in sorted({s for _, s in cases}):
+    for s in sorted({c[1] for c in cases if len(c) == 2}):
         ours, theirs = got.get((("many", s), "ours")), got.get((("many", s), "nsys-ai"))
         if ours and theirs:
-            print(f"nsys-ai / ours at {s * KERNELS_PER_ITER:,} kernels: {ratio(theirs, ours, 'cpu'):.1f}x CPU, "
+            print(f"nsys-ai / ours at {kernels(('many', s)):,} kernels: {ratio(theirs, ours, 'cpu'):.1f}x CPU, "
                   f"{ratio(theirs, ours, 'wall'):.1f}x wall (target >= 5x at 4M)")
     if args.big:
         ours, floor = got.get((("many", args.big), "ours")), got.get((("many", args.big), "floor"))
         if ours and floor:
-            print(f"many names, {args.big * KERNELS_PER_ITER:,} kernels: ours / floor {ratio(ours, floor, 'cpu'):.2f}x CPU"
+            print(f"many names, {kernels(('many', args.big)):,} kernels: ours / floor {ratio(ours, floor, 'cpu'):.2f}x CPU"
                   f" (target <= 1.5x), peak RSS {ours['rss_mb']:.0f} MB against the floor's {floor['rss_mb']:.0f} MB")
+    if args.long:
+        case = ("many", args.long, "long")
+        ours, floor, base = got.get((case, "ours")), got.get((case, "floor")), got.get((case, "baseline"))
+        for name, m in (("ours", ours), ("baseline", base)):
+            if m and floor:
+                low, mid = round_ratios(m, floor)
+                print(f"long shape, {args.long:,} iterations ({kernels(case):,} work items): {name} / floor "
+                      f"{ratio(m, floor, 'cpu'):.2f}x CPU (min / min), {m['cpu_median'] / floor['cpu_median']:.2f}x "
+                      f"(median / median), per round {low:.2f}x min, {mid:.2f}x median (target <= 1.5x), "
+                      f"peak RSS {m['rss_mb']:.0f} MB (target <= 400 MB)")
 
 
 if __name__ == "__main__":

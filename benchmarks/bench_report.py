@@ -39,16 +39,13 @@ def _prepare(results: Path, into: Path) -> Path:
     from embprof.plots.export import PngJob, export_pngs
     from embprof.plots.latency import latency_figure
     from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
-    from embprof.results.layout import ResultsLayout, label_from_file
-    from embprof.results.opcalls import read_opcalls
-    from embprof.results.records import read_results
+    from embprof.results.layout import ResultsLayout
+    from embprof.results.run import Run
 
     shutil.copytree(results, into, ignore=shutil.ignore_patterns("report", "measurements*"))
-    layout = ResultsLayout(into)
-    jobs = [PngJob(latency_figure(read_results(layout.benchmark_results)), layout.latency_png)]
-    for csv in sorted(layout.opcalls_dir.glob("opcalls__*.csv")):
-        label = label_from_file(csv)
-        frame = read_opcalls(csv)
+    layout, run = ResultsLayout(into), Run.from_folder(into)
+    jobs = [PngJob(latency_figure(run.records), layout.latency_png)]
+    for label, frame in run.opcalls.items():
         jobs.append(PngJob(sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label)),
                            layout.sunburst_png(label)))
     export_pngs(jobs)

@@ -1,8 +1,8 @@
 """Generated Nsight Systems exports of our range layout, at any size, for the breakdown benchmark.
 
-    python benchmarks/gen_export.py OUT.sqlite --iters 100 --names many|few
+    python benchmarks/gen_export.py OUT.sqlite --iters 100 --names many|few [--shape wide|long]
 
-One iteration holds 10,000 kernels launched from the main thread (6,000 under
+``--shape wide`` (the default): one iteration holds 10,000 kernels launched from the main thread (6,000 under
 ``op:*`` ranges of the dynamic tables, each in its own per-launch range nested
 inside a helper range inside the op; 3,000 of the baseline, each in a
 per-launch range inside an ``aten::`` range, under no op; 2 memcpys) and
@@ -16,6 +16,12 @@ context. 100 iterations give 1M kernels.
 the per-launch ranges inside ops, on both threads, are named as
 PyTorch names its per-launch ranges, ``aten::<op>, seq = <n>`` with a new
 ``n`` each time: about 700,000 distinct names at 100 iterations.
+
+``--shape long``: many short iterations, as a long training run profiled whole
+gives: one iteration holds 42 work items (5 ops per phase of the dynamic tables,
+each one helper range of 2 launches; 5 baseline launches per phase; 2 memcpys;
+10 launches from the second thread), so 24,000 iterations give 1M, and the per-op
+table has 16 rows of 24,000 samples each.
 
 Rows are written in start order, as Nsight Systems writes its tables, in
 blocks of iterations, so a 10M-kernel export never needs all its rows in memory.
@@ -43,6 +49,9 @@ SLOT_NS = 1_000
 OPS = ("cache_lookup", "storage_find", "gather_embedding", "reduce_grads", "optimizer_update_fused")
 SEQ = "{seq}"  # a per-launch name, made distinct in --names many
 BLOCK_ITERS = 20
+# Template arguments per shape: ops per phase, helpers per op, launches per helper, baseline
+# launches per phase, second-thread launches per iteration.
+SHAPES = {"wide": (300, 2, 5, 1500, 1000), "long": (5, 1, 2, 5, 10)}
 
 
 class Template:
@@ -115,7 +124,8 @@ class Template:
 
 
 def _blocks(tpl: Template, iters: int, strings: dict[str, int]) -> Iterator[dict]:
-    """The export's rows, BLOCK_ITERS iterations at a time, each table in start order."""
+    """The export's rows, a block of iterations at a time (about BLOCK_ITERS x 10,000 launches),
+    each table in start order."""
     r_start = np.array([r[0] for r in tpl.ranges], np.int64)
     r_end = np.array([r[1] for r in tpl.ranges], np.int64)
     r_tid = np.array([r[3] for r in tpl.ranges], np.int64)
@@ -135,8 +145,9 @@ def _blocks(tpl: Template, iters: int, strings: dict[str, int]) -> Iterator[dict
         free[int(lthread[i])] = gstart[i] + dur[i]
     g_order = np.argsort(gstart, kind="stable")
     n_l, seq = len(lt), 0
-    for first in range(0, iters, BLOCK_ITERS):
-        its = np.arange(first, min(first + BLOCK_ITERS, iters), dtype=np.int64)
+    per_block = max(BLOCK_ITERS, BLOCK_ITERS * 10_000 // n_l)
+    for first in range(0, iters, per_block):
+        its = np.arange(first, min(first + per_block, iters), dtype=np.int64)
         offs = its * tpl.length + 1_000_000_000
         corr = (its[:, None] * n_l + np.arange(1, n_l + 1)[None, :]).ravel()
         gs = (gstart[g_order][None, :] + offs[:, None]).ravel()
@@ -172,9 +183,9 @@ def _blocks(tpl: Template, iters: int, strings: dict[str, int]) -> Iterator[dict
                "CUPTI_ACTIVITY_KIND_KERNEL": kernels, "CUPTI_ACTIVITY_KIND_MEMCPY": memcpy}
 
 
-def generate(path: Path, iters: int, names: str = "few") -> dict[str, int]:
+def generate(path: Path, iters: int, names: str = "few", shape: str = "wide") -> dict[str, int]:
     """Write the export (atomically); returns its row counts."""
-    tpl = Template(names)
+    tpl = Template(names, *SHAPES[shape])
     kernel_names = sorted({x[2] for x in tpl.launches if x[3] == 0})
     strings = {n: i + 1 for i, n in enumerate([*kernel_names, "cudaLaunchKernel"])}
     tpl_len = tpl.length
@@ -204,9 +215,11 @@ def main() -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--iters", type=int, default=100)
     ap.add_argument("--names", choices=("few", "many"), default="few")
+    ap.add_argument("--shape", choices=tuple(SHAPES), default="wide",
+                    help="wide: 10,000 kernels per iteration; long: 42 work items per iteration")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    counts = generate(args.out, args.iters, args.names)
+    counts = generate(args.out, args.iters, args.names, args.shape)
     print(f"{args.out}: {counts} in {time.perf_counter() - t0:.1f} s")
 
 

@@ -11,6 +11,7 @@ rule breakdown:
         settings=get_settings("breakdown"),
     output:
         opcalls=update(L.opcalls(LABEL)),
+        samples=update(L.samples(LABEL)),
         busy=update(L.busy(LABEL)),
     params:
         out_dir=L.opcalls_dir,

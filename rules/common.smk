@@ -314,13 +314,13 @@ def get_step_records(wildcards):
 
 
 def get_per_op_outputs(wildcards):
-    """Per-op tables, sunbursts and bandwidth of the configs whose every step worked.
-
-    A failed config has none: the report shows only its failure.
+    """Per-op tables (with their samples), sunbursts and bandwidth of the configs whose every step
+    worked. A failed config has none: the report shows only its failure.
     """
     shown = succeeded(get_statuses(), get_labels())
     return {
         "opcalls": [L.opcalls(label) for label in shown],
+        "samples": [L.samples(label) for label in shown],
         "sunburst": [f(label) for label in shown for f in (L.sunburst_png, L.sunburst_html)],
         "bandwidth": [L.bandwidth(label) for label in shown],
     }
@@ -336,6 +336,7 @@ def get_measured_outputs(wildcards):
     per_op = get_per_op_outputs(wildcards)
     return {
         "opcalls": per_op["opcalls"],
+        "samples": per_op["samples"],
         "bandwidth": per_op["bandwidth"],
         "results": L.benchmark_results,
         "status": L.status_dir,

@@ -16,7 +16,7 @@ from embprof.labels import make_label, parse_label
 from embprof.report.build import ReportInputs
 from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import COLUMNS as OPCALLS_COLUMNS
-from embprof.results.opcalls import format_iteration_ms
+from embprof.results.samples import samples_of_rows, write_samples
 from embprof.results.timings import TIMING_METRICS, timing_entry
 
 NUM_ITERS = 5
@@ -48,12 +48,27 @@ def opcalls_frame(scale: float = 1.0, with_trc: bool = True) -> pd.DataFrame:
     return pd.DataFrame(
         [
             (b, ph, st, op, calls, ms * scale, ms * scale * NUM_ITERS, NUM_ITERS, kn, cat,
-             format_iteration_ms(np.array([[ms * scale * f for f in ITER_SHAPE]]))[0],
              *COPIES.get(cat, (np.nan, "")), 1.5 * ms * scale if not cat else np.nan)
             for b, ph, st, op, calls, ms, kn, cat in rows
         ],
         columns=list(OPCALLS_COLUMNS),
     )
+
+
+def iteration_ns(frame: pd.DataFrame) -> np.ndarray:
+    """Each row's whole ns in the profiled iterations, around its mean (ITER_SHAPE)."""
+    return np.rint(frame["avg_ms_per_iter"].to_numpy()[:, None] * np.array(ITER_SHAPE) * 1e6).astype(np.int64)
+
+
+def samples_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """The rows' samples, long, as ``read_op_samples`` gives them."""
+    return samples_of_rows(frame, iteration_ns(frame) / 1e6)
+
+
+def legacy_csv(frame: pd.DataFrame) -> pd.DataFrame:
+    """The per-op table as CSVs of issues 20 to 32 held it: the samples in ``ms_by_iter``."""
+    text = [";".join(f"{v:.6g}" for v in row) for row in iteration_ns(frame) / 1e6]
+    return frame.assign(ms_by_iter=text)[[*OPCALLS_COLUMNS[:10], "ms_by_iter", *OPCALLS_COLUMNS[10:]]]
 
 
 LABELS = [
@@ -135,6 +150,7 @@ def write_results(root: Path, *, scale: float = 1.0, failed: str | None = LABELS
         records.append(record(label, scale * (1 + 0.1 * i), trc=trc))
         frame = opcalls_frame(scale * (1 + 0.1 * i), with_trc=trc)
         frame.to_csv(root / "opcalls" / f"opcalls__{label}.csv", index=False)
+        write_samples(frame, iteration_ns(frame), root / "opcalls" / f"opcalls__{label}.samples.csv")
         if busy:
             per_backend = frame.groupby("backend")["avg_ms_per_iter"].sum() * 0.97
             # The profiled step: its busy time and as much again of time it kept the CPU idle.

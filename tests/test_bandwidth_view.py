@@ -10,9 +10,11 @@ import pytest
 
 from embprof.bandwidth.view import pct_of_peak_figure, per_op_pct, with_bandwidth
 from embprof.errors import ContractError
-from embprof.results.bandwidth import COLUMNS, read_bandwidth, read_bandwidth_of
+from embprof.results.bandwidth import COLUMNS, read_bandwidth
+from embprof.results.configs import BenchConfig, write_configs
 from embprof.results.layout import ResultsLayout
 from embprof.results.peak import Peak
+from embprof.results.run import Run
 
 PEAK = Peak("cuda:0", "NVIDIA H200", 4000.0, "measured", "copy", "2026-01-01T00:00:00+00:00")
 LABEL_A = "T2_totalB1024_D16_adam_gpu_pool=none_cap=1K"
@@ -96,7 +98,8 @@ def test_files_round_trip_and_bad_files(tmp_path: Path) -> None:
     layout = ResultsLayout(tmp_path)
     layout.bandwidth_dir.mkdir()
     BW.to_csv(layout.bandwidth(LABEL_A), index=False)
-    loaded = read_bandwidth_of(layout, [LABEL_A, LABEL_B])
+    write_configs(layout.configs, [BenchConfig(f"t[{i}]", label) for i, label in enumerate((LABEL_A, LABEL_B))])
+    loaded = Run.from_folder(tmp_path).bandwidth  # the configs of the run that have a bandwidth CSV
     assert list(loaded) == [LABEL_A]
     pd.testing.assert_frame_equal(
         loaded[LABEL_A].drop(columns="parent_stages"), BW.drop(columns="parent_stages")

@@ -26,6 +26,7 @@ from embprof.report.crosscheck import (
 )
 from embprof.results.opcalls import COLUMNS as CSV_COLUMNS
 from embprof.results.opcalls import read_opcalls as read_opcalls_csv
+from embprof.results.samples import read_samples
 from embprof.trace import TraceError, breakdown, run_breakdown, write_outputs
 from embprof.trace.categories import load_categories
 from embprof.trace.names import short_kernel_name
@@ -171,14 +172,21 @@ def test_cpu_only_torch_profiler_trace(tmp_path):
 
 # ---- the CSV and the command line ----
 
-def test_cli_writes_csv_and_sidecar(tmp_path):
+def test_cli_writes_csv_samples_and_sidecar(tmp_path):
     path = benchmark_layout_variant(tmp_path)
     out = tmp_path / "out"
     proc = run_cli(path, "--out-dir", out)
     assert proc.returncode == 0, proc.stderr
     csv = out / f"opcalls__{LABEL}.csv"
-    assert sorted(p.name for p in out.iterdir()) == sorted([csv.name, f"opcalls__{LABEL}.busy.json"])
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [csv.name, f"opcalls__{LABEL}.busy.json", f"opcalls__{LABEL}.samples.csv"])
     assert csv.read_text().splitlines()[0] == ",".join(CSV_COLUMNS)
+    # One number per cell; each row's samples, one line per iteration, average to its ms per iteration.
+    samples = read_samples(out / f"opcalls__{LABEL}.samples.csv")
+    per_row = samples.groupby(["backend", "phase", "parent_stages", "op"], sort=False)["ms"]
+    assert (per_row.size() == 3).all() and set(samples["iteration"]) == {0, 1, 2}
+    rows = read_opcalls_csv(csv).set_index(["backend", "phase", "parent_stages", "op"])["avg_ms_per_iter"]
+    assert per_row.mean().to_numpy() == pytest.approx(rows.loc[per_row.mean().index].to_numpy(), rel=1e-5)
     df = read_opcalls_csv(csv)
     want = breakdown([path])[LABEL]
     pd.testing.assert_frame_equal(df, want, check_dtype=False, rtol=1e-8)
@@ -199,7 +207,7 @@ def test_label_is_sanitized_in_the_file_name(tmp_path):
     path = tmp_path / "odd name (1).sqlite"
     shutil.copy(H200, path)
     assert main([str(path), "--layout", "any", "--out-dir", str(tmp_path / "o")]) == 0
-    assert [p.name for p in (tmp_path / "o").glob("*.csv")] == ["opcalls__odd_name__1_.csv"]
+    assert sorted(p.name for p in (tmp_path / "o").glob("*.csv")) == ["opcalls__odd_name__1_.csv", "opcalls__odd_name__1_.samples.csv"]
 
 
 def fake_nsys(tmp_path: Path, body: str) -> Path:
@@ -415,7 +423,8 @@ def test_a_csv_and_its_sidecar_are_replaced_together_or_not_at_all(tmp_path, goo
     out = tmp_path / "out"
     assert main([str(good_trace), "--out-dir", str(out)]) == 0
     csv, busy = out / f"opcalls__{LABEL}.csv", out / f"opcalls__{LABEL}.busy.json"
-    before = {p: p.read_bytes() for p in (csv, busy)}
+    samples = out / f"opcalls__{LABEL}.samples.csv"
+    before = {p: p.read_bytes() for p in (csv, busy, samples)}
     busy.unlink()
     busy.mkdir()  # the sidecar's place is taken: it cannot be replaced
     (csv.parent / "other.csv").write_text("kept\n")
@@ -423,8 +432,8 @@ def test_a_csv_and_its_sidecar_are_replaced_together_or_not_at_all(tmp_path, goo
     _edit(short, "DELETE FROM NVTX_EVENTS WHERE text = 'nsys_iter_2'")  # other numbers than the CSV's
     assert main([str(short), "--out-dir", str(out)]) == 1
     assert capsys.readouterr().err.count("\n") == 1
-    assert csv.read_bytes() == before[csv] and busy.is_dir()
-    assert sorted(p.name for p in out.iterdir()) == sorted([csv.name, busy.name, "other.csv"])  # no temporaries
+    assert csv.read_bytes() == before[csv] and samples.read_bytes() == before[samples] and busy.is_dir()
+    assert sorted(p.name for p in out.iterdir()) == sorted([csv.name, samples.name, busy.name, "other.csv"])  # no temporaries
     busy.rmdir()
     assert main([str(short), "--out-dir", str(out)]) == 0
     assert csv.read_bytes() != before[csv] and busy.is_file()
@@ -480,7 +489,7 @@ def test_labels_that_share_a_file_name_or_overflow_it_write_nothing(tmp_path, go
     assert main([str(one), str(long), "--layout", "any", "--out-dir", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"embprof breakdown: error: {long}: config label 'xxxx")
-    assert "is too long for a file name (264 bytes; this file system takes 255)" in err[0]
+    assert "is too long for a file name (266 bytes; this file system takes 255)" in err[0]
     assert not out.exists() or list(out.iterdir()) == []
 
 
@@ -601,7 +610,7 @@ def test_the_crosscheck_names_an_op_that_disagrees(tmp_path):
     script = pd.read_csv(CROSSCHECK / "h200_nvidia_testgpu_sgd_nsys_breakdown.csv", keep_default_na=False)
     script.loc[script["op"] == "reduce_grads", "total_ms"] *= 1.01
     script.to_csv(results / "crosscheck" / f"nsys_breakdown__{NVIDIA_LABEL}.csv", index=False)
-    table = crosscheck(results, [NVIDIA_LABEL])
+    table = crosscheck(results, {NVIDIA_LABEL: read_opcalls_csv(results / "opcalls" / f"opcalls__{NVIDIA_LABEL}.csv")})
     assert list(table.loc[~table["agrees"], "op"]) == ["reduce_grads"]
     assert "| reduce_grads |" in crosscheck_markdown(table) and "**no**" in crosscheck_markdown(table)
 
@@ -664,8 +673,8 @@ def test_sidecar_has_backend_time_until_its_device_work_is_done(tmp_path, device
         WHERE n.eventType = 59 AND coalesce(s.value, n.text) = 'trc'"""
     until_done_ns, host_ns = _sql(trace, span)[0]
     assert result.label == TBE_LABEL and result.num_iters == 2
-    assert result.busy_info()["range_ms_per_iter"] == pytest.approx({"trc": until_done_ns / 1e6 / 2})
-    assert result.busy_info()["range_rule"] == "until-device-done"
+    assert result.busy.range_ms_per_iter == pytest.approx({"trc": until_done_ns / 1e6 / 2})
+    assert result.busy.range_until_device_done
     assert (until_done_ns > host_ns + device_lag_ns) if device_lag_ns else (until_done_ns >= host_ns)
     assert result.range_ms_per_iter["trc"] > result.busy_ms_per_iter["trc"]
 
@@ -702,12 +711,12 @@ def test_copy_bytes_and_memory_kinds_are_the_exports(path: Path) -> None:
     # the sidecar's top kernels: the costliest names first, a name's time never more than the rows'
     (top,) = result.top_kernels.values()
     assert 0 < len(top) <= 10
-    assert [t["ms_per_iter"] for t in top] == sorted((t["ms_per_iter"] for t in top), reverse=True)
-    assert sum(t["ms_per_iter"] for t in top) <= rows["avg_ms_per_iter"].sum() * (1 + 1e-9)
+    assert [t.ms_per_iter for t in top] == sorted((t.ms_per_iter for t in top), reverse=True)
+    assert sum(t.ms_per_iter for t in top) <= rows["avg_ms_per_iter"].sum() * (1 + 1e-9)
     for t in top:
-        holding = rows[rows["kernel_names"].str.split(";").map(lambda names, n=t["kernel"]: n in names)]
-        assert t["ms_per_iter"] <= holding["avg_ms_per_iter"].sum() * (1 + 1e-9)
-        assert t["mean_us"] == pytest.approx(t["ms_per_iter"] * 1e3 / t["calls_per_iter"])
+        holding = rows[rows["kernel_names"].str.split(";").map(lambda names, n=t.kernel: n in names)]
+        assert t.ms_per_iter <= holding["avg_ms_per_iter"].sum() * (1 + 1e-9)
+        assert t.mean_us == pytest.approx(t.ms_per_iter * 1e3 / t.calls_per_iter)
 
 
 def test_kineto_copies_carry_their_bytes_and_kinds() -> None:

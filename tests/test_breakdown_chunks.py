@@ -35,7 +35,8 @@ def _same(a: dict, b: dict) -> None:
         for column, values in x.columns.items():
             # NaN (a kernel's copy bytes) equals NaN here
             assert pd.Series(list(values)).equals(pd.Series(list(y.columns[column]))), (label, column)
-        assert x.busy_info() == y.busy_info()
+        assert np.array_equal(x.samples_ns, y.samples_ns), label
+        assert x.busy == y.busy
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -173,3 +174,19 @@ def test_call_store_finds_every_call_and_refuses_shared_keys(parts, probe):
             assert found[i] and (ctx[i], span[i]) == seen[key]
         else:
             assert not found[i]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.integers(0, 3000), max_size=200), max_size=40))
+def test_key_codes_number_keys_in_order_of_first_sight(batches):
+    """KeyCodes (appended, merged into its tail, the tail into the rest) against a dict."""
+    from embprof.trace.codes import KeyCodes
+
+    codes, want = KeyCodes(), {}
+    for i, batch in enumerate(batches):
+        uniq = np.unique(np.array(batch, np.int64) + 100 * i)  # later batches reach past the keys seen
+        got = codes.codes_of_distinct(uniq).tolist()
+        assert got == [want.setdefault(k, len(want)) for k in uniq.tolist()]
+        probe = np.array([-1, *uniq.tolist()], np.int64)
+        assert codes.known(probe).tolist() == [-1, *got]
+    assert codes.keys.tolist() == list(want) and len(codes) == len(want)

@@ -329,9 +329,10 @@ def assert_matches(results: dict, want: dict[str, Expected]) -> None:
         # Per-iteration ms: the same iterations, each with every row's time in it (columns may be
         # numbered in another order where iterations of two threads start at once).
         keys = list(exp.rows)
-        rows = lb.rows.set_index(["backend", "phase", "parent_stages", "op", "fallback_category"])
-        got_iters = [[float(v) for v in rows.loc[k, "ms_by_iter"].split(";")] for k in keys]
-        want_iters = [[float(f"{exp.per_iter[k].get(i, 0) / 1e6:.6g}") for i in range(exp.iters)] for k in keys]
+        at = {k: i for i, k in enumerate(lb.rows[["backend", "phase", "parent_stages", "op", "fallback_category"]]
+                                         .itertuples(index=False, name=None))}
+        got_iters = [[int(v) for v in lb.samples_ns[at[k]]] for k in keys]
+        want_iters = [[int(exp.per_iter[k].get(i, 0)) for i in range(exp.iters)] for k in keys]
         assert sorted(zip(*got_iters, strict=True)) == sorted(zip(*want_iters, strict=True)), label
         busy = defaultdict(int)
         for (backend, _), intervals in exp.busy.items():

@@ -7,10 +7,11 @@ import copy
 import numpy as np
 import pandas as pd
 import pytest
-from report_inputs import LABELS, opcalls_frame, record
+from report_inputs import LABELS, opcalls_frame, record, samples_frame
 
 from embprof.compare import (
     CHANGE,
+    METRICS,
     NEW,
     NOISE,
     REMOVED,
@@ -21,7 +22,6 @@ from embprof.compare import (
     gate_untested,
 )
 from embprof.compare.render import render, shown
-from embprof.results.opcalls import format_iteration_ms, iteration_samples
 from embprof.results.provenance import FIELDS
 from embprof.results.timings import TIMING_METRICS, timing_entry
 
@@ -43,8 +43,12 @@ def with_repeats(rec: dict, metric: str, values: list[float]) -> dict:
     return out
 
 
-def run(name: str, records: list[dict], opcalls: dict | None = None, environment: dict | None = None) -> Run:
-    return Run(name, records, opcalls or {}, environment or {})
+def run(name: str, records: list[dict], opcalls: dict | None = None, environment: dict | None = None,
+        samples: dict | None = None) -> Run:
+    """A run of these parts; its per-op tables' samples as the breakdown writes them unless given."""
+    opcalls = opcalls or {}
+    samples = {label: samples_frame(frame) for label, frame in opcalls.items()} if samples is None else samples
+    return Run(name, records, opcalls, environment or {}, samples=samples)
 
 
 def rows(comparison, label: str) -> dict[str, pd.Series]:
@@ -106,8 +110,7 @@ def test_older_records_of_one_repeat_are_untested_and_configs_come_and_go():
 def _frame_with(op: str, factor: float) -> pd.DataFrame:
     frame = opcalls_frame()
     hit = frame["op"] == op
-    frame.loc[hit, "avg_ms_per_iter"] *= factor
-    frame.loc[hit, "ms_by_iter"] = format_iteration_ms(iteration_samples(frame[hit]) * factor)
+    frame.loc[hit, "avg_ms_per_iter"] *= factor  # and its samples with it (samples_frame)
     return frame
 
 
@@ -123,8 +126,8 @@ def test_per_op_samples_are_the_profiled_iterations():
     assert ops.loc[(LABELS[1], "segmented_unique")].after_ms == 0.0
     assert set(ops.drop(index=[(LABELS[0], "reduce_grads"), (LABELS[1], "segmented_unique")]).verdict) == {NOISE}
     assert found.largest_ops(1)["op"].tolist() == ["reduce_grads"]
-    old_csv = {LABELS[0]: opcalls_frame().assign(ms_by_iter="")}  # a per-op CSV from before samples
-    assert set(compare_runs(run("o", [], old_csv), run("n", [], new)).ops.verdict) == {UNTESTED}
+    old_csv = run("o", [], {LABELS[0]: opcalls_frame()}, samples={})  # a per-op CSV from before samples
+    assert set(compare_runs(old_csv, run("n", [], new)).ops.verdict) == {UNTESTED}
 
 
 def test_per_op_stages_add_up_iteration_by_iteration():
@@ -191,3 +194,23 @@ def test_render_as_text_and_markdown():
     assert markdown.startswith("### embprof diff: `old` → `new`")
     assert "| config | metric | before ms |" in markdown and markdown.rstrip().endswith("gate: FAILED")
     assert np.isfinite(found.configs["p_value"]).all()
+
+
+def test_every_backend_the_runs_hold_is_compared():
+    """A third backend (NVIDIA's dynamicemb, ``nv``) in the records and the per-op tables is compared
+    as dyn and trc are: its train and eval metrics after theirs, its ops by their samples."""
+    def with_nv(rec: dict, factor: float) -> dict:
+        timings = {m: timing_entry([v * factor for v in rec["timings"]["dyn_" + m[3:]]["repeats"]])
+                   for m in ("nv_train_ms", "nv_eval_ms")}
+        return rec | {m: t["median"] for m, t in timings.items()} | {"timings": rec["timings"] | timings}
+
+    old = [with_nv(record(LABELS[0]), 1.0)]
+    new = [with_nv(record(LABELS[0]), 2.0)]
+    nv = opcalls_frame().assign(backend=lambda f: f["backend"].replace({"trc": "nv"}))
+    faster = nv.assign(avg_ms_per_iter=lambda f: f["avg_ms_per_iter"].where(f["backend"] != "nv", f["avg_ms_per_iter"] / 2))
+    found = compare_runs(run("old", old, {LABELS[0]: nv}), run("new", new, {LABELS[0]: faster}))
+    assert found.configs["metric"].tolist() == [*METRICS, "nv_train_ms", "nv_eval_ms"]
+    assert set(found.configs.set_index("metric").loc[["nv_train_ms", "nv_eval_ms"], "verdict"]) == {CHANGE}
+    ops = found.ops[found.ops["backend"] == "nv"]
+    assert len(ops) == (nv["backend"] == "nv").sum() > 0 and set(ops["verdict"]) == {CHANGE}
+    assert ops["delta_pct"].tolist() == pytest.approx([-50.0] * len(ops))

@@ -14,13 +14,16 @@ from report_inputs import DYN_ROWS, LABELS, TRC_ROWS, write_results
 from test_compare import scaled
 
 from embprof.cli import main
-from embprof.compare import compare_runs, load_run
-from embprof.compare.database import load_database_run
+from embprof.compare import compare_runs
 from embprof.labels import parse_label
-from embprof.results.database import SCHEMA_VERSION
+from embprof.results.database import SCHEMA_VERSION, read_run
 from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
 from embprof.results.records import read_results
+from embprof.results.run import Run
+from embprof.results.samples import read_samples
+
+V1 = Path(__file__).parent / "data" / "database" / "results_v1.sqlite"
 
 FAILED = LABELS[3]
 
@@ -72,6 +75,10 @@ def test_a_folder_gives_every_table_with_keys_and_indexes(results, capsys) -> No
         frame = read_opcalls(ResultsLayout(results).opcalls(label))
         assert stored == list(frame[["backend", "phase", "parent_stages", "op", "avg_ms_per_iter"]]
                               .itertuples(index=False, name=None))
+        # and every sample, one row per per-op row and iteration
+        samples = query(db, "SELECT backend, phase, parent_stages, op, iteration, ms FROM op_samples "
+                            "WHERE label = ? ORDER BY rowid", (label,))
+        assert samples == list(read_samples(ResultsLayout(results).samples(label)).itertuples(index=False, name=None))
     records = {r["label"]: r for r in read_results(results / "benchmark_results.json")}
     timings = query(db, "SELECT label, metric, n, median FROM timings")
     assert timings and all(records[lab]["timings"][m]["median"] == med and n == 5 for lab, m, n, med in timings)
@@ -86,6 +93,7 @@ def test_a_folder_gives_every_table_with_keys_and_indexes(results, capsys) -> No
         con.execute("PRAGMA foreign_keys = ON")
         con.execute("DELETE FROM configs WHERE label = ?", (LABELS[0],))
     assert query(db, "SELECT count(*) FROM opcalls WHERE label = ?", (LABELS[0],)) == [(0,)]
+    assert query(db, "SELECT count(*) FROM op_samples WHERE label = ?", (LABELS[0],)) == [(0,)]
 
 
 def test_a_rewrite_replaces_only_the_configs_whose_files_changed(results, capsys) -> None:
@@ -132,7 +140,7 @@ def test_a_config_that_fails_now_keeps_no_number_of_its_earlier_run(tmp_path, ca
     db_write(capsys, results)
     assert query(db, "SELECT status, failed_step, returncode, log_tail FROM configs WHERE label = ?", (now_failing,)) == [
         ("failed", "profile", 1, "RuntimeError: out of memory")]
-    for table in ("records", "timings", "opcalls", "busy"):
+    for table in ("records", "timings", "opcalls", "op_samples", "busy"):
         assert query(db, f"SELECT count(*) FROM {table} WHERE label = ?", (now_failing,)) == [(0,)], table
     [row] = query(db, "SELECT status, dyn_train_ms, train_ratio, repeats FROM summary WHERE label = ?", (now_failing,))
     assert row == ("failed: profile", None, None, None)
@@ -196,8 +204,8 @@ def test_merged_runs_compare_as_their_folders_do(two_runs, capsys, tmp_path) -> 
     capsys.readouterr()
     assert [r[0] for r in query(db, "SELECT run_id FROM runs ORDER BY run_id")] == ["week1", "week2"]
 
-    from_folders = compare_runs(load_run(old), load_run(new))
-    from_db = compare_runs(load_database_run(db, "week1"), load_database_run(db, "week2"))
+    from_folders = compare_runs(Run.from_folder(old), Run.from_folder(new))
+    from_db = compare_runs(read_run(db, "week1"), read_run(db, "week2"))
     pd.testing.assert_frame_equal(from_db.configs, from_folders.configs)
     pd.testing.assert_frame_equal(from_db.ops, from_folders.ops)
     renamed = [w.replace(str(old), "week1").replace(str(new), "week2") for w in from_folders.warnings]
@@ -221,7 +229,7 @@ def test_a_database_merges_into_another_run_by_run(two_runs, capsys, tmp_path) -
     for source in (old / "embprof.sqlite", new / "embprof.sqlite"):
         assert main(["db", "merge", str(source), "--into", str(history)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"{history}: run week2: 6 config(s) written, 0 unchanged, 0 removed"
-    tables = ("runs", "configs", "records", "timings", "opcalls", "busy")
+    tables = ("runs", "configs", "records", "timings", "opcalls", "op_samples", "busy")
     for table in tables:
         own = query(old / "embprof.sqlite", f"SELECT count(*) FROM {table}")[0][0] + query(
             new / "embprof.sqlite", f"SELECT count(*) FROM {table}")[0][0]
@@ -237,3 +245,48 @@ def test_a_database_merges_into_another_run_by_run(two_runs, capsys, tmp_path) -
     listing = capsys.readouterr().out.splitlines()
     assert listing[0].split()[:4] == ["run", "own", "configs", "failed"]
     assert [line.split()[0] for line in listing[2:]] == ["week1", "week2"]
+
+
+def test_a_run_reads_the_same_from_its_folder_and_from_its_database(two_runs, tmp_path) -> None:
+    """read_run gives what Run.from_folder gives of the same run, as far as the database keeps it."""
+    old, _ = two_runs
+    db = tmp_path / "history.sqlite"
+    assert main(["db", "merge", str(old), "--into", str(db), "--run-id", "week1"]) == 0
+    folder, stored = Run.from_folder(old), read_run(db, "week1")
+    assert stored.name == "week1" and stored.layout is None
+    assert stored.records == folder.records and stored.environment == folder.environment
+    assert (stored.labels, stored.shown, stored.configs) == (folder.labels, folder.shown, folder.configs)
+    assert list(stored.opcalls) == list(folder.opcalls) == list(stored.samples)
+    for label, frame in folder.opcalls.items():
+        pd.testing.assert_frame_equal(stored.opcalls[label], frame, check_dtype=False)
+        pd.testing.assert_frame_equal(stored.samples[label], folder.samples[label])
+        assert stored.busy[label].ms_per_iter == folder.busy[label].ms_per_iter
+        assert stored.busy[label].range_ms_per_iter == folder.busy[label].range_ms_per_iter
+
+
+def test_a_database_of_schema_1_reads_and_upgrades_when_written(tmp_path, capsys) -> None:
+    """Schema 1 kept the samples in opcalls.ms_by_iter: a read goes through an upgraded copy (the file
+    unchanged); a write upgrades the file in its transaction, the samples moved to op_samples."""
+    db = tmp_path / "v1.sqlite"
+    shutil.copy(V1, db)
+    before = db.read_bytes()
+    legacy = query(db, "SELECT label, backend, phase, parent_stages, op, ms_by_iter FROM opcalls WHERE run_id = 'v1run'")
+    run = read_run(db, "v1run")
+    assert db.read_bytes() == before
+    for label, backend, phase, stages, op, text in legacy:
+        samples = run.samples[label]
+        mine = samples[(samples.backend == backend) & (samples.phase == phase) & (samples.parent_stages == stages)
+                       & (samples.op == op)]
+        assert mine["ms"].tolist() == [float(v) for v in text.split(";")] and mine["iteration"].tolist() == [0, 1, 2, 3, 4]
+    merged = write_results(tmp_path / "results")
+    # A write refused inside its transaction (the run id is another folder's) leaves the file at schema 1.
+    assert one_line_error(capsys, ["db", "merge", str(merged), "--into", str(db), "--run-id", "v1run"]).startswith(
+        f"embprof db: error: {db}: run v1run is the run of ")
+    assert db.read_bytes() == before
+    assert main(["db", "merge", str(merged), "--into", str(db), "--run-id", "now"]) == 0
+    assert query(db, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+    assert "ms_by_iter" not in [c[1] for c in query(db, "PRAGMA table_info(opcalls)")]
+    assert query(db, "SELECT count(*) FROM op_samples WHERE run_id = 'v1run'") == [(5 * len(legacy),)]
+    assert query(db, "PRAGMA foreign_key_check") == [] and query(db, "PRAGMA integrity_check") == [("ok",)]
+    assert read_run(db, "v1run").samples.keys() == run.samples.keys()
+    assert main(["db", "schema", str(db)]) == 0 and "ms_by_iter" not in capsys.readouterr().out

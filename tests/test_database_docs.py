@@ -14,12 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_inputs import LABELS, write_results
+from report_inputs import LABELS, iteration_ns, write_results
 
 from embprof.cli import main
 from embprof.labels import parse_label
 from embprof.results.layout import ResultsLayout
-from embprof.results.opcalls import format_iteration_ms, iteration_samples, read_opcalls
+from embprof.results.opcalls import read_opcalls
+from embprof.results.samples import write_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "database.md"
@@ -41,8 +42,8 @@ def slow_down(results: Path, label: str, op: str, factor: float) -> None:
     rows = frame["op"] == op
     assert rows.any(), (label, op)
     frame.loc[rows, ["avg_ms_per_iter", "total_ms"]] *= factor
-    frame.loc[rows, "ms_by_iter"] = format_iteration_ms(iteration_samples(frame[rows]) * factor)
     frame.to_csv(path, index=False)
+    write_samples(frame, iteration_ns(frame), ResultsLayout(results).samples(label))  # every iteration too
 
 
 @pytest.fixture(scope="module")

@@ -74,10 +74,10 @@ def test_rings_go_backend_phase_stages_op_and_parents_sum_their_children():
 
 def test_stage_and_op_of_one_name_stay_apart_and_duplicate_rows_add_up():
     rows = [
-        ("dyn", "forward", "", "x", 1, 0.5, 0.5, 1, "k", "", "0.5", float("nan"), "", 0.7),
-        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", "0.25", 100.0, "pinned->device",
+        ("dyn", "forward", "", "x", 1, 0.5, 0.5, 1, "k", "", float("nan"), "", 0.7),
+        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", 100.0, "pinned->device",
          float("nan")),
-        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", "0.25", 50.0, "pageable->device",
+        ("dyn", "forward", "x", "y", 1, 0.25, 0.25, 1, "memcpy HtoD", "memory", 50.0, "pageable->device",
          float("nan")),
     ]
     frame = pd.DataFrame(rows, columns=COLUMNS)

@@ -60,7 +60,8 @@ def test_a_measured_run_becomes_the_example(measured: Path, tmp_path: Path) -> N
     assert names == {*publish_example.MEASURED, *publish_example.DRAWN, *publish_example.KEPT, "CHECKS.md"}
     assert (example / "README.md").read_text() == "# the example's own text\n"
     assert (example / "report/index.html").stat().st_size > 0
-    assert len(list((example / "opcalls").glob("*.csv"))) == 2
+    assert len(list((example / "opcalls").glob("*.samples.csv"))) == 2  # and a per-op CSV beside each
+    assert len(list((example / "opcalls").glob("*.csv"))) == 4
     assert "| " in (example / "CHECKS.md").read_text()
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".publish-")]  # scratch removed

@@ -90,6 +90,7 @@ def test_layout_names_every_file_and_keeps_the_wildcard() -> None:
     label = LABELS[1]
     assert layout.opcalls(label) == layout.root / "opcalls" / f"opcalls__{label}.csv"
     assert layout.busy(label).name == f"opcalls__{label}.busy.json"
+    assert layout.samples(label).name == f"opcalls__{label}.samples.csv"
     assert layout.trace(label, "nsys").name == f"{label}.nsys-rep"
     assert layout.trace(label, "torch").name == f"{label}.kineto.json.gz"
     assert str(layout.opcalls(LABEL)) == "res/opcalls/opcalls__{label}.csv"
@@ -97,7 +98,7 @@ def test_layout_names_every_file_and_keeps_the_wildcard() -> None:
     assert str(layout.log("report")) == "res/logs/report.log"
     # A label outside the wildcard's characters is sanitized the way the breakdown names its files.
     assert layout.status("T1_totalB2_D3_x y").name == "T1_totalB2_D3_x_y.json"
-    for path in (layout.opcalls(label), layout.busy(label), layout.bandwidth(label),
+    for path in (layout.opcalls(label), layout.busy(label), layout.samples(label), layout.bandwidth(label),
                  layout.sunburst_png(label), layout.timing(label), layout.trace(label, "torch")):
         assert label_from_file(path) == label
     with pytest.raises(ContractError, match="cannot tell the config label"):
@@ -107,13 +108,17 @@ def test_layout_names_every_file_and_keeps_the_wildcard() -> None:
 def test_every_writer_round_trips_through_its_reader(tmp_path) -> None:
     import math
 
+    import pandas as pd
+    from report_inputs import iteration_ns, samples_frame
+
     from embprof.results.bandwidth import COLUMNS, read_bandwidth, write_bandwidth
-    from embprof.results.busy import write_busy
+    from embprof.results.busy import BusyTime, TopKernel, write_busy
     from embprof.results.configs import BenchConfig, write_configs
     from embprof.results.environment import read_environment, write_environment
     from embprof.results.opcalls import write_opcalls
     from embprof.results.peak import Peak, read_peak, write_peak
     from embprof.results.records import merge_results, write_results
+    from embprof.results.samples import read_op_samples, read_samples, write_samples
     from embprof.results.steps import StepRecord, merge_status, read_status, write_status
 
     records = [{"label": LABELS[0], "dyn_train_ms": math.nan}, {"label": LABELS[1], "dyn_train_ms": 1.5}]
@@ -133,8 +138,17 @@ def test_every_writer_round_trips_through_its_reader(tmp_path) -> None:
     write_opcalls(frame.iloc[:, ::-1], tmp_path / "o.csv")  # columns in any order: written in the contract's
     assert list(read_opcalls(tmp_path / "o.csv").columns) == list(frame.columns)
 
-    write_busy({"time_source": "gpu-kernels", "busy_ms_per_iter": {"dyn": 2.0}}, tmp_path / "b.json")
-    assert read_busy(tmp_path / "b.json").ms_per_iter == {"dyn": 2.0}
+    busy = BusyTime({"dyn": 2.0, "nv": 1.0}, "gpu-kernels", {"dyn": 3.0}, True, {"dyn": 0.5},
+                    {"dyn": [TopKernel("k", 1.5, 2.0, 750.0)]}, LABELS[0], 10, 1, 2, ["a.sqlite"])
+    write_busy(busy, tmp_path / "b.json")
+    assert read_busy(tmp_path / "b.json") == busy  # one typed record, written and read
+    write_busy(BusyTime({"dyn": 2.0}, "gpu-kernels"), tmp_path / "b.json")  # a host-only range: no rule
+    assert not read_busy(tmp_path / "b.json").range_until_device_done
+
+    samples = samples_frame(frame)
+    write_samples(frame, iteration_ns(frame), tmp_path / "o.samples.csv")
+    pd.testing.assert_frame_equal(read_samples(tmp_path / "o.samples.csv"), samples)
+    assert read_op_samples(tmp_path / "o.csv").equals(samples)  # the samples file beside the CSV
 
     bandwidth = frame.assign(bytes_per_iter=1e6, achieved_gbps=2.0, pct_of_peak=float("nan"), formula="f")
     write_bandwidth(bandwidth, tmp_path / "bw.csv")
@@ -158,3 +172,50 @@ def test_every_writer_round_trips_through_its_reader(tmp_path) -> None:
     assert read_status(tmp_path / "status.json")["failed_step"] == "profile"
     with pytest.raises(ContractError, match="other configs"):
         merge_status(LABELS[1], "t", [step])
+
+
+def test_older_csvs_keep_their_samples_in_ms_by_iter(tmp_path):
+    """A per-op CSV of issues 20 to 32 reads as a new one, its samples from its ms_by_iter column; one
+    older still has none; a broken cell is one line naming the file."""
+    import pandas as pd
+    from report_inputs import legacy_csv, samples_frame
+
+    from embprof.results.samples import read_op_samples
+
+    frame = opcalls_frame()
+    path = tmp_path / f"opcalls__{LABELS[0]}.csv"
+    legacy_csv(frame).to_csv(path, index=False)
+    assert "ms_by_iter" in path.read_text().splitlines()[0]
+    pd.testing.assert_frame_equal(read_opcalls(path), frame, check_dtype=False)
+    got, want = read_op_samples(path), samples_frame(frame)
+    assert got[["backend", "phase", "parent_stages", "op", "iteration"]].equals(want.drop(columns="ms"))
+    assert got["ms"].to_numpy() == pytest.approx(want["ms"].to_numpy(), rel=1e-5)  # 6 significant digits
+    frame.to_csv(path, index=False)  # older still: no samples at all
+    assert read_op_samples(path).empty
+    legacy_csv(frame).assign(ms_by_iter="1;2").to_csv(path, index=False)
+    with pytest.raises(ContractError, match="ms_by_iter must hold num_iters numbers") as err:
+        read_opcalls(path)
+    assert str(path) in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t.replace(",ns", ",ms", 1), "missing column(s) ns"),
+        (lambda t: t.replace(",0,", ",-1,", 1), "iteration must be a whole number"),
+        (lambda t: t.replace("\n", ",x\n", 2).replace(",x\n", "\n", 1), "line 2"),
+        (lambda t: t + t.splitlines()[1] + "\n", "repeat an earlier line"),
+    ],
+)
+def test_samples_errors_name_file_and_line(tmp_path, edit, message):
+    from report_inputs import iteration_ns
+
+    from embprof.results.samples import read_samples, write_samples
+
+    frame = opcalls_frame()
+    path = tmp_path / "o.samples.csv"
+    write_samples(frame, iteration_ns(frame), path)
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(ContractError, match=re.escape(message)) as err:
+        read_samples(path)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from test_workflow_e2e import GOOD_LABELS, REPO, TINY, copy_workflow, snakemake, write_config
 
-from embprof.compare import CHANGE, NOISE, compare_runs, load_run
+from embprof.compare import CHANGE, NOISE, compare_runs
 from embprof.results.records import read_results, write_results
+from embprof.results.run import Run
 from embprof.results.timings import TIMING_METRICS, timing_entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
@@ -47,7 +48,7 @@ def check_same_code(first: Path, second: Path) -> None:
     about TBE, a gate no drift reaches) tells what the comparison found. Which metrics changed is
     the machine's to say: a busy 2-core CI machine moved TBE by -45% in one smoke config (issue 34,
     case 9), so this never asks for "no change"."""
-    comparison = compare_runs(load_run(first), load_run(second))
+    comparison = compare_runs(Run.from_folder(first), Run.from_folder(second))
     assert not [w for w in comparison.warnings if " differs: " in w and not w.startswith("TBE changed")]
     assert set(comparison.configs["verdict"]) <= {CHANGE, NOISE}, comparison.configs
     done = diff(first, second, "--gate", "1000")
@@ -74,7 +75,7 @@ def test_two_runs_of_the_same_code_compare_alike_however_busy_the_machine(two_ru
     changes = report[report.index('<section id="changes">'):]
     changes = changes[: changes.index("</section>")]
     assert f"Changes against {first}" in changes
-    assert compare_runs(load_run(first), load_run(second)).tally() in changes
+    assert compare_runs(Run.from_folder(first), Run.from_folder(second)).tally() in changes
     assert f"## Changes against `{first}`" in (second / "report" / "summary.md").read_text()
 
 

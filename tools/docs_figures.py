@@ -238,10 +238,10 @@ def crosscheck(dir: str) -> str:  # noqa: A002 - the marker's word
     the dyn ms per iteration of the backward's ops (the ones launched on PyTorch's autograd thread)."""
     from embprof.report.crosscheck import crosscheck as compare
     from embprof.results.opcalls import read_opcalls
+    from embprof.results.run import Run
 
     try:
-        configs = (ROOT / dir / "configs.tsv").read_text().splitlines()[1:]
-        table = compare(ROOT / dir, [line.split("\t")[1] for line in configs])
+        table = compare(ROOT / dir, Run.from_folder(ROOT / dir).opcalls)
     except Exception as error:  # noqa: BLE001 - any unreadable file is one line for the writer of the docs
         raise FigureError(f"{dir}: {error}") from None
     if table.empty:

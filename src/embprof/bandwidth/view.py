@@ -1,21 +1,19 @@
 """What the report shows of bandwidth: legend columns and one chart of % of peak.
 
 Draws what the workflow wrote (results/bandwidth/bandwidth__<label>.csv and
-results/peak_bandwidth.json, read by :mod:`embprof.results`). Rows of one (phase, stage, op) add up the same
+results/peak_bandwidth.json, as a run holds them: :class:`embprof.results.run.Run`). Rows of one (phase, stage, op) add up the same
 way the legend tables collapse them: bytes and time are summed, then divided.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from embprof.results.bandwidth import read_bandwidth_of
-from embprof.results.layout import ResultsLayout
-from embprof.results.peak import Peak, read_peak
+from embprof.results.peak import Peak
 
 LEGEND_KEYS = ("phase", "stage", "op")
 
@@ -133,17 +131,6 @@ def pct_of_peak_figure(
         yaxis=dict(autorange="reversed", automargin=True),
     )
     return fig
-
-
-def load_bandwidth(
-    layout: ResultsLayout, labels: Sequence[str]
-) -> tuple[dict[str, pd.DataFrame] | None, Peak | None]:
-    """Per-config bandwidth CSVs (None: the folder has no bandwidth/) and the device's peak, where
-    the folder has them."""
-    peak = read_peak(layout.peak) if layout.peak.is_file() else None
-    if not layout.bandwidth_dir.is_dir():
-        return None, peak
-    return read_bandwidth_of(layout, labels), peak
 
 
 def bandwidth_figure(bandwidth: Mapping[str, pd.DataFrame] | None, peak: Peak | None) -> go.Figure | None:

@@ -4,7 +4,8 @@
         --png results/plots/bandwidth.png --html results/plots/bandwidth.html \
         [--plotly-js results/plotly.min.js]
 
-Reads the folder's configs.tsv, bandwidth/ and peak_bandwidth.json (embprof.results).
+Reads the folder's run (embprof.results.Run): the configs it shows, their bandwidth/ CSVs and
+peak_bandwidth.json.
 Drawn once per change of the bandwidth CSVs, not on every report run: the report
 copies the PNG.
 """
@@ -27,6 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from embprof.plots.pages import write_bandwidth_plot
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.run import Run
 
-    print(write_bandwidth_plot(ResultsLayout(args.results_dir), args.png, args.html, args.plotly_js))
+    print(write_bandwidth_plot(Run.from_folder(args.results_dir), args.png, args.html, args.plotly_js))

@@ -21,8 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     from embprof.atomic import write_text
     from embprof.report.checks import checks_markdown
+    from embprof.results.run import Run
 
-    text = checks_markdown(args.results)
+    text = checks_markdown(Run.from_folder(args.results))
     if args.out is None:
         sys.stdout.write(text)
     else:

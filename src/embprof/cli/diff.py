@@ -37,19 +37,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from embprof.compare import compare_runs, load_run
-    from embprof.compare.database import load_database_run
+    from embprof.compare import compare_runs
     from embprof.compare.render import render
     from embprof.errors import ConfigError
+    from embprof.results.run import Run
 
     if args.gate is not None and not args.gate >= 0:
         raise ConfigError(f"--gate must be a percentage >= 0, got {args.gate:g}")
     if args.ops < 0:
         raise ConfigError(f"--ops must be >= 0, got {args.ops}")
     if args.db is not None:
-        old, new = (load_database_run(args.db, run_id) for run_id in (args.old, args.new))
+        from embprof.results.database import read_run
+
+        old, new = (read_run(args.db, run_id) for run_id in (args.old, args.new))
     else:
-        old, new = load_run(args.old), load_run(args.new)
+        old, new = Run.from_folder(args.old), Run.from_folder(args.new)
     comparison = compare_runs(old, new)
     verdict, failed = ("", False) if args.gate is None else _gate(comparison, new.records, args.gate, args.format)
     print(render(comparison, args.format, args.ops, verdict), end="")

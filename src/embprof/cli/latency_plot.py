@@ -23,5 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from embprof.plots.pages import write_latency_plot
+    from embprof.results.records import read_results
+    from embprof.results.run import Run
 
-    print(write_latency_plot(args.results, args.png, args.html, args.plotly_js))
+    run = Run(str(args.results), read_results(args.results))  # the run's records: all the plot shows
+    print(write_latency_plot(run, args.png, args.html, args.plotly_js))

@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from embprof.plots.pages import write_sunburst
-    from embprof.results.layout import busy_name, label_from_file
+    from embprof.results.layout import label_from_file
+    from embprof.results.run import Run
 
     label = args.label or label_from_file(args.opcalls)
-    busy = args.opcalls.parent / busy_name(label)
-    print(write_sunburst(args.opcalls, busy, label, args.png, args.html, args.plotly_js))
+    print(write_sunburst(Run.from_opcalls(args.opcalls, label), label, args.png, args.html, args.plotly_js))

@@ -2,11 +2,10 @@
 within noise by a stated test on the repeats, warnings where the environments differ, and a
 regression gate.
 
-``compare_runs(old, new)`` is the one entry point; it takes two :class:`Run` objects,
-whatever they were loaded from (``load_run`` reads a results folder,
-:func:`embprof.compare.database.load_database_run` a run of a results database, kept apart
-so that what imports this package needs no sqlite-utils). ``embprof diff`` and the report's
-``compare_to`` both go through it.
+``compare_runs(old, new)`` is the one entry point; it takes two
+:class:`~embprof.results.run.Run` objects, whatever they were read from
+(``Run.from_folder`` a results folder, ``embprof.results.database.read_run`` a run of
+a results database). ``embprof diff`` and the report's ``compare_to`` both go through it.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from embprof.compare.deltas import (
 )
 from embprof.compare.environment import environment_warnings
 from embprof.compare.gate import gate_failures, gate_lost, gate_untested, nothing_timed
-from embprof.compare.runs import Run, load_opcalls, load_run
+from embprof.results.run import Run
 from embprof.stats import ALPHA
 
 
@@ -38,7 +37,7 @@ def compare_runs(old: Run, new: Run, alpha: float = ALPHA) -> Comparison:
         old=old.name,
         new=new.name,
         configs=configs,
-        ops=op_deltas(old.opcalls, new.opcalls, alpha),
+        ops=op_deltas(old, new, alpha),
         warnings=environment_warnings(old, new) + baseline_warnings(configs, old, new),
         alpha=alpha,
     )
@@ -46,6 +45,5 @@ def compare_runs(old: Run, new: Run, alpha: float = ALPHA) -> Comparison:
 
 __all__ = [
     "ALPHA", "CHANGE", "METRICS", "NEW", "NOISE", "OP_KEYS", "REMOVED", "UNTESTED", "Comparison",
-    "Run", "compare_runs", "gate_failures", "gate_lost", "gate_untested", "load_opcalls", "load_run",
-    "nothing_timed",
+    "Run", "compare_runs", "gate_failures", "gate_lost", "gate_untested", "nothing_timed",
 ]

@@ -8,7 +8,7 @@ import pandas as pd
 
 from embprof.compare.deltas import CHANGE
 from embprof.compare.environment import facts
-from embprof.compare.runs import Run
+from embprof.results.run import Run
 
 BASELINE_METRICS = ("trc_train_ms", "trc_eval_ms")
 # What TBE's times depend on besides the machine: where the runs differ on one of them, TBE's move

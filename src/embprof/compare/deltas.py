@@ -13,6 +13,7 @@ record) the delta is **untested**.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,11 +21,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embprof.results.opcalls import iteration_samples
+from embprof.results.run import Run
+from embprof.results.samples import sample_matrix
 from embprof.results.timings import repeat_values
 from embprof.stats import ALPHA, can_reject, mann_whitney_p, spread_pct
 
-METRICS = ("dyn_train_ms", "dyn_eval_ms", "trc_train_ms", "trc_eval_ms")
+METRICS = ("dyn_train_ms", "dyn_eval_ms", "trc_train_ms", "trc_eval_ms")  # these first, in this order
+_METRIC = re.compile(r"^([A-Za-z0-9]+)_(train|eval)_ms$")
 OP_KEYS = ["label", "backend", "phase", "op"]
 CHANGE, NOISE, UNTESTED, NEW, REMOVED = "change", "within noise", "untested", "new", "removed"
 STAT_COLUMNS = [
@@ -118,13 +121,21 @@ def _padded(rows: Sequence[Sequence[float]]) -> np.ndarray:
     return out
 
 
-def _config_side(records: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, np.ndarray]:
+def config_metrics(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The train and eval metrics of every backend the records time: :data:`METRICS` first, then
+    those of other backends (``nv_train_ms``, ...) by backend."""
+    found = {m for r in records for m in (*r, *(r.get("timings") or {})) if _METRIC.match(str(m))}
+    others = sorted(found - set(METRICS), key=lambda m: (_METRIC.match(m)[1], m.endswith("_eval_ms")))
+    return [*METRICS, *others]
+
+
+def _config_side(records: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
     """(label, metric, ms) of every timed metric of the ok records, and its repeats."""
     keys, samples = [], []
     for record in records:
         if record.get("status", "ok") != "ok":
             continue
-        for metric in METRICS:
+        for metric in metrics:
             values = repeat_values(record, metric)
             if values:
                 keys.append((record["label"], metric, float(np.median(values))))
@@ -135,27 +146,28 @@ def _config_side(records: Sequence[Mapping[str, Any]]) -> tuple[pd.DataFrame, np
 def config_deltas(
     old: Sequence[Mapping[str, Any]], new: Sequence[Mapping[str, Any]], alpha: float = ALPHA
 ) -> pd.DataFrame:
-    """One row per (config, metric) timed in either run, marked by :func:`judge`."""
-    (before, b_samples), (after, a_samples) = _config_side(old), _config_side(new)
+    """One row per (config, metric) timed in either run, of every backend the records time, marked
+    by :func:`judge`."""
+    metrics = config_metrics([*old, *new])
+    (before, b_samples), (after, a_samples) = _config_side(old, metrics), _config_side(new, metrics)
     merged = _merge(before, after, ["label", "metric"])
-    merged["metric"] = pd.Categorical(merged["metric"], categories=METRICS, ordered=True)
+    merged["metric"] = pd.Categorical(merged["metric"], categories=metrics, ordered=True)
     merged = merged.sort_values(["label", "metric"]).reset_index(drop=True)
     merged["metric"] = merged["metric"].astype(str)
     return _judged(merged, b_samples, a_samples, ["label", "metric"], alpha)
 
 
-def _op_side(frames: Mapping[str, pd.DataFrame], labels: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
-    """(label, backend, phase, op, ms) summed over stages, and its per-iteration samples."""
+def _op_side(run: Run, labels: Sequence[str]) -> tuple[pd.DataFrame, np.ndarray]:
+    """(label, backend, phase, op, ms) summed over stages, and its per-iteration samples (summed over
+    stages too; NaN where the run has none: a per-op CSV older than samples)."""
     parts, samples = [], []
     for label in labels:
-        frame = frames[label]
-        per_iter = iteration_samples(frame)
-        keys = frame[OP_KEYS[1:]].reset_index(drop=True)
-        table = pd.concat([keys, pd.DataFrame(per_iter)], axis=1)
-        summed = table.groupby(OP_KEYS[1:], sort=True).sum(min_count=1)
-        ms = frame.groupby(OP_KEYS[1:], sort=True)["avg_ms_per_iter"].sum()
-        parts.append(ms.reset_index().rename(columns={"avg_ms_per_iter": "ms"}).assign(label=label))
-        samples.append(summed.to_numpy(dtype=float))
+        ms = run.opcalls[label].groupby(OP_KEYS[1:], sort=True)["avg_ms_per_iter"].sum()
+        ms = ms.reset_index().rename(columns={"avg_ms_per_iter": "ms"})
+        keys, matrix = sample_matrix(run.samples[label], OP_KEYS[1:])
+        row = ms[OP_KEYS[1:]].merge(keys.assign(row=np.arange(len(keys))), on=OP_KEYS[1:], how="left")["row"]
+        parts.append(ms.assign(label=label))
+        samples.append(_rows_of(matrix, row.fillna(-1).to_numpy(dtype=np.int64)))
     if not parts:
         return pd.DataFrame(columns=[*OP_KEYS, "ms"]), np.zeros((0, 0))
     width = max(s.shape[1] for s in samples)
@@ -163,12 +175,11 @@ def _op_side(frames: Mapping[str, pd.DataFrame], labels: Sequence[str]) -> tuple
     return pd.concat(parts, ignore_index=True)[[*OP_KEYS, "ms"]], padded
 
 
-def op_deltas(
-    old: Mapping[str, pd.DataFrame], new: Mapping[str, pd.DataFrame], alpha: float = ALPHA
-) -> pd.DataFrame:
-    """Every (config, backend, phase, op) of the configs profiled in both runs, marked by
-    :func:`judge`. An op on one side only is new or removed, and counts 0 ms on the other."""
-    shared = sorted(set(old) & set(new))
+def op_deltas(old: Run, new: Run, alpha: float = ALPHA) -> pd.DataFrame:
+    """Every (config, backend, phase, op) of the configs profiled in both runs (their per-op tables
+    and samples), marked by :func:`judge`. An op on one side only is new or removed, and counts
+    0 ms on the other."""
+    shared = sorted(set(old.opcalls) & set(new.opcalls))
     (before, b_samples), (after, a_samples) = _op_side(old, shared), _op_side(new, shared)
     merged = _merge(before, after, OP_KEYS)
     merged[["before_ms", "after_ms"]] = merged[["before_ms", "after_ms"]].fillna(0.0)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from embprof.compare.runs import Run
 from embprof.results.provenance import NOT_RECORDED, read_provenance
+from embprof.results.run import Run
 from embprof.results.timings import timer_of
 
 # (what the warning calls it, the value in one record, the value in environment.json)

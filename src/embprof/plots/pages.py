@@ -1,5 +1,6 @@
 """The figure steps' outputs: a config's sunburst, the latency plot and the bandwidth chart, each as
-a PNG and an HTML page; and the one plotly.js those pages load."""
+a PNG and an HTML page, drawn from a run (:class:`~embprof.results.run.Run`); and the one
+plotly.js those pages load."""
 
 from __future__ import annotations
 
@@ -22,12 +23,7 @@ from embprof.plots.figures import (
 )
 from embprof.plots.latency import latency_figure, timed_configs
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
-from embprof.results.busy import read_busy
-from embprof.results.configs import read_configs
-from embprof.results.layout import ResultsLayout
-from embprof.results.opcalls import read_opcalls
-from embprof.results.records import read_results
-from embprof.results.steps import per_op_labels
+from embprof.results.run import Run
 
 BANDWIDTH_TITLE = "Achieved memory bandwidth per op"
 
@@ -43,11 +39,10 @@ def _src(html: Path, shared: Path | None) -> str | None:
     return None if shared is None else Path(os.path.relpath(shared, Path(html).parent)).as_posix()
 
 
-def write_sunburst(opcalls: Path, busy: Path, label: str, png: Path, html: Path,
-                   shared_js: Path | None = None) -> str:
+def write_sunburst(run: Run, label: str, png: Path, html: Path, shared_js: Path | None = None) -> str:
     """One config's sunburst (a ring per phase, stage and op, per backend); returns a summary."""
-    frame = read_opcalls(opcalls)
-    busy_time = read_busy(busy)
+    frame = run.opcalls[label]
+    busy_time = run.busy.get(label)
     fig = sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label))
     legends = config_legends(frame)
     items = legend_items(
@@ -64,9 +59,9 @@ def write_sunburst(opcalls: Path, busy: Path, label: str, png: Path, html: Path,
     return f"{png}, {html}: {len(frame)} op rows, backends {', '.join(legends) or 'none'}"
 
 
-def write_latency_plot(results: Path, png: Path, html: Path, shared_js: Path | None = None) -> str:
+def write_latency_plot(run: Run, png: Path, html: Path, shared_js: Path | None = None) -> str:
     """The latency plot of every timed config; returns a summary."""
-    records = read_results(results)
+    records = run.records
     fig = latency_figure(records)
     page = figure_page("Latency per iteration", "latency-plot", figure_div(fig, "latency-plot"), [],
                        plotly_src=_src(html, shared_js))
@@ -75,17 +70,16 @@ def write_latency_plot(results: Path, png: Path, html: Path, shared_js: Path | N
     return f"{png}, {html}: {len(timed_configs(records))} of {len(records)} configs timed"
 
 
-def write_bandwidth_plot(layout: ResultsLayout, png: Path, html: Path, shared_js: Path | None = None) -> str:
-    """The % of peak chart of every config of the folder; returns a summary.
+def write_bandwidth_plot(run: Run, png: Path, html: Path, shared_js: Path | None = None) -> str:
+    """The % of peak chart of every config the run shows; returns a summary.
 
-    Where no op has a bytes formula (or the folder has no bandwidth CSVs) the chart
+    Where no op has a bytes formula (or the run has no bandwidth CSVs) the chart
     says so, and the report shows no bandwidth chart.
     """
-    from embprof.bandwidth.view import bandwidth_figure, load_bandwidth  # pandas: this step only
+    from embprof.bandwidth.view import bandwidth_figure  # pandas: this step only
 
-    labels = per_op_labels(layout, [c.label for c in read_configs(layout.configs)])  # a failed config: none
-    bandwidth, peak = load_bandwidth(layout, labels)
-    fig = bandwidth_figure(bandwidth, peak)
+    bandwidth = None if run.bandwidth is None else dict(run.bandwidth)
+    fig = bandwidth_figure(bandwidth, run.peak)
     rows = sum(len(frame) for frame in (bandwidth or {}).values())
     summary = f"{png}, {html}: {len(bandwidth or {})} configs, {rows} op rows"
     if fig is None:

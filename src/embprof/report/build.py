@@ -1,9 +1,12 @@
-"""Assemble the report folder: index.html, summary.md and figures/*.png.
+"""The report of a run: index.html, summary.md and figures/*.png.
 
-The figures are rebuilt from the same data and builders that the sunburst and
-latency steps used, then embedded as JSON with plotly.js inline once, so the
-page opens offline from a copied folder. PNGs the earlier steps already
-rendered are copied; only missing ones go through kaleido, all in one browser.
+:func:`build_report` reads the run (:class:`~embprof.results.run.Run`, and the one to
+compare with), makes the page from it (:func:`report_page`, which reads nothing else),
+exports the figures (:func:`export_figures`) and writes the two renderings
+(:func:`render_html`, :func:`render_markdown`). The figures are rebuilt from the same
+data and builders that the sunburst and latency steps used, then embedded as JSON with
+plotly.js inline once, so the page opens offline from a copied folder. PNGs the earlier
+steps already rendered are copied; only missing ones go through kaleido, all in one browser.
 """
 
 from __future__ import annotations
@@ -20,8 +23,8 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from embprof.atomic import atomic_path, write_text
-from embprof.bandwidth.view import bandwidth_figure, load_bandwidth, with_bandwidth
-from embprof.compare import Run, compare_runs, load_opcalls, load_run
+from embprof.bandwidth.view import bandwidth_figure, with_bandwidth
+from embprof.compare import compare_runs
 from embprof.compare.render import TEST_NOTE, config_cells, op_cells
 from embprof.pages.cells import Cells, to_cells
 from embprof.pages.html import LegendItem, legend_items, render
@@ -56,13 +59,10 @@ from embprof.report.tables import (
     headline,
     top_ops,
 )
-from embprof.results.busy import BusyTime, read_busy
-from embprof.results.configs import read_configs
-from embprof.results.environment import read_environment
+from embprof.results.busy import BusyTime
 from embprof.results.layout import SUNBURST_PNG_PREFIX, ResultsLayout
 from embprof.results.peak import Peak
-from embprof.results.records import read_results
-from embprof.results.steps import per_op_labels, read_statuses
+from embprof.results.run import Run
 
 TITLE = "DynamicEmb vs TorchRec TBE: latency report"
 FIGURES = "figures"
@@ -83,13 +83,6 @@ class ReportInputs:
     results: ResultsLayout
     out_dir: Path
     compare_to: Path | None = None
-
-
-def _load_opcalls(
-    layout: ResultsLayout, labels: list[str]
-) -> tuple[dict[str, pd.DataFrame], dict[str, BusyTime | None]]:
-    frames = load_opcalls(layout, labels)
-    return frames, {label: read_busy(layout.busy(label)) for label in frames}
 
 
 @dataclass(frozen=True)
@@ -142,55 +135,70 @@ def sunburst_png_name(label: str) -> str:
     return f"{SUNBURST_PNG_PREFIX}{label}.png"
 
 
-def build_report(inputs: ReportInputs) -> Path:
-    """Write the report folder and return the path of its index.html."""
-    layout = inputs.results
-    records = read_results(layout.benchmark_results)
-    test_ids = {c.label: c.test_id for c in read_configs(layout.configs)}
-    # A folder from before statuses (the committed H200 example) has per-op files of every config.
-    statuses = read_statuses(layout.status_dir) if layout.status_dir.is_dir() else {}
-    env = read_environment(layout.environment)
-    labels = sorted(set(test_ids) | {r["label"] for r in records})
-    by_label = {r["label"]: r for r in records}
-    # Status files of configs no longer selected may linger in the folder: only this run's count.
-    failed_steps = {
-        lab: str(s["failed_step"]) for lab, s in statuses.items() if not s["ok"] and lab in labels
-    }
-    shown = per_op_labels(layout, labels)
-    opcalls, busy = _load_opcalls(layout, shown)
-    bandwidth, peak = load_bandwidth(layout, shown)
-    bandwidth_fig = bandwidth_figure(bandwidth, peak)
-    previous = load_run(inputs.compare_to) if inputs.compare_to else None
+# A figure the report shows as a PNG: how to make it, and where an earlier step rendered it.
+Figure = tuple[Callable[[], go.Figure], Path | None]
 
+
+@dataclass(frozen=True)
+class ReportPage:
+    """Everything the report shows of a run, made once; the HTML and the Markdown render it."""
+
+    title: str
+    subtitle: str
+    cpu_note: str
+    headline: Cells
+    headline_md: Cells
+    trc_notes: list[tuple[str, str]]
+    latency: dict[str, Any]
+    top_ops: Cells
+    top_ops_md: Cells
+    budget: dict[str, Any]
+    budget_md: Cells
+    bandwidth: dict[str, Any] | None
+    comparison: _Comparison | None
+    sections: list[_Section]
+    failed: list[_Failed]
+    environment: list[tuple[str, str]]
+    figures: dict[str, Figure]  # PNG name -> figure
+
+
+def build_report(inputs: ReportInputs) -> Path:
+    """Write the report folder of the results folder ``inputs.results`` and return its index.html."""
+    run = Run.from_folder(inputs.results.root)
+    previous = Run.from_folder(inputs.compare_to) if inputs.compare_to else None
     out = Path(inputs.out_dir)
-    figures_dir = out / FIGURES
-    latency = latency_figure(records)
-    _write_pngs(
-        figures_dir,
-        {LATENCY_PNG: (lambda: latency, layout.latency_png)}
-        | ({BANDWIDTH_PNG: (lambda: bandwidth_fig, layout.bandwidth_png)} if bandwidth_fig is not None else {})
-        | {
-            sunburst_png_name(label): (
-                partial(_config_sunburst, label, frame),
-                layout.sunburst_png(label),
-            )
-            for label, frame in opcalls.items()
-        },
-    )
+    page = report_page(run, previous, out)  # every file read and checked before anything is written
+    export_figures(page.figures, out / FIGURES)
+    write_text(out / "summary.md", render_markdown(page))
+    return write_text(out / "index.html", render_html(page))
+
+
+def report_page(run: Run, previous: Run | None = None, out_dir: Path | None = None) -> ReportPage:
+    """The report of ``run`` (against ``previous``); ``out_dir``: where it is written, which the links
+    to a folder's files are relative to (none without it, or for a run not read from a folder)."""
+    labels, shown, by_label, failed_steps = run.labels, run.shown, run.by_label, run.failed_steps
+    opcalls, busy, bandwidth, env, layout = dict(run.opcalls), dict(run.busy), run.bandwidth, run.environment, run.layout
+    bandwidth = None if bandwidth is None else dict(bandwidth)
+    bandwidth_fig = bandwidth_figure(bandwidth, run.peak)
+    latency = latency_figure(run.records)
+    figures: dict[str, Figure] = {LATENCY_PNG: (lambda: latency, layout.latency_png if layout else None)}
+    if bandwidth_fig is not None:
+        figures[BANDWIDTH_PNG] = (lambda: bandwidth_fig, layout.bandwidth_png if layout else None)
+    figures |= {
+        sunburst_png_name(label): (partial(_config_sunburst, label, frame), layout.sunburst_png(label) if layout else None)
+        for label, frame in opcalls.items()
+    }
 
     names = distinct_names(labels)
     cpu_stand_in = environment.cpu_stand_in(env, busy.values())
-    cpu_note = environment.CPU_STAND_IN_NOTE if cpu_stand_in else ""
     budget = step_budget(labels, by_label, busy, names)
     budget_fig = budget_figure(budget, cpu_stand_in)
     head_table = headline(labels, by_label, failed_steps)
     head_table["name"] = [names[label] for label in head_table["label"]]
-    head = to_cells(head_table, HEADLINE_VIEW)
-    top = to_cells(top_ops(opcalls, names=names), TOP_OPS_VIEW)
     sections = [
         _section(
             label,
-            test_ids.get(label, ""),
+            run.configs.get(label, ""),
             opcalls.get(label),
             busy.get(label),
             failed_steps,
@@ -198,23 +206,54 @@ def build_report(inputs: ReportInputs) -> Path:
             context=_SectionContext(
                 name=names[label],
                 record=by_label.get(label),
-                links=config_links(layout, label, out, with_per_op=label in shown),
+                links=config_links(layout, label, out_dir, with_per_op=label in shown)
+                if layout is not None and out_dir is not None else [],
                 budget=to_cells(budget[budget["label"] == label], budget_view(budget, cpu_stand_in)),
             ),
         )
         for label in labels
     ]
-    failed = [_failed(statuses[label]) for label in sorted(failed_steps)]
-    comparison = _comparison(Run(str(layout.root), records, opcalls, env), previous)
-
-    summary = markdown.summary(
+    return ReportPage(
         title=TITLE,
-        environment_line=environment.one_line(env),
-        cpu_note=cpu_note,
-        headline=to_cells(head_table, HEADLINE_MD_VIEW),
-        budget=to_cells(budget, budget_view(budget, cpu_stand_in, config="label")),
-        failed=[markdown.FailedSummary(f.label, f.step, f.returncode, f.log_tail) for f in failed],
-        top_ops=to_cells(top_ops(opcalls, limit=10), TOP_OPS_MD_VIEW),
+        subtitle=environment.one_line(env),
+        cpu_note=environment.CPU_STAND_IN_NOTE if cpu_stand_in else "",
+        headline=to_cells(head_table, HEADLINE_VIEW),
+        headline_md=to_cells(head_table, HEADLINE_MD_VIEW),
+        trc_notes=[(r["label"], r["trc_skip_reason"]) for r in run.records if r.get("trc_skip_reason")],
+        latency={
+            "id": "latency-plot",
+            "div": Markup(figure_div(latency, "latency-plot")),
+            "png": f"{FIGURES}/{LATENCY_PNG}",
+        },
+        top_ops=to_cells(top_ops(opcalls, names=names), TOP_OPS_VIEW),
+        top_ops_md=to_cells(top_ops(opcalls, limit=10), TOP_OPS_MD_VIEW),
+        budget={
+            "cells": to_cells(budget, budget_view(budget, cpu_stand_in)),
+            "id": "budget-plot",
+            "div": Markup(figure_div(budget_fig, "budget-plot")) if budget_fig is not None else "",
+            "split": bool(budget["idle_ms"].notna().any()),
+        },
+        budget_md=to_cells(budget, budget_view(budget, cpu_stand_in, config="label")),
+        bandwidth=_bandwidth_context(bandwidth, bandwidth_fig, run.peak),
+        comparison=_comparison(run, previous),
+        sections=sections,
+        failed=[_failed(run.statuses[label]) for label in sorted(failed_steps)],
+        environment=environment.environment_rows(env),
+        figures=figures,
+    )
+
+
+def render_markdown(page: ReportPage) -> str:
+    """``summary.md``: the report's tables in Markdown, for a pull request."""
+    comparison = page.comparison
+    return markdown.summary(
+        title=page.title,
+        environment_line=page.subtitle,
+        cpu_note=page.cpu_note,
+        headline=page.headline_md,
+        budget=page.budget_md,
+        failed=[markdown.FailedSummary(f.label, f.step, f.returncode, f.log_tail) for f in page.failed],
+        top_ops=page.top_ops_md,
         comparison_name=comparison.name if comparison else None,
         config_deltas=comparison.configs if comparison else None,
         op_deltas=comparison.ops if comparison else None,
@@ -223,34 +262,27 @@ def build_report(inputs: ReportInputs) -> Path:
              markdown.md_text(comparison.note)] if comparison else ()
         ),
     )
-    page = render(
+
+
+def render_html(page: ReportPage) -> str:
+    """``index.html``: one self-contained page (plotly.js inline)."""
+    return render(
         "report.html.j2",
         packages=("embprof.report",),
-        title=TITLE,
-        subtitle=environment.one_line(env),
-        cpu_note=cpu_note,
-        headline=head,
-        trc_notes=[(r["label"], r["trc_skip_reason"]) for r in records if r.get("trc_skip_reason")],
-        latency={
-            "id": "latency-plot",
-            "div": Markup(figure_div(latency, "latency-plot")),
-            "png": f"{FIGURES}/{LATENCY_PNG}",
-        },
-        top_ops=top,
-        budget={
-            "cells": to_cells(budget, budget_view(budget, cpu_stand_in)),
-            "id": "budget-plot",
-            "div": Markup(figure_div(budget_fig, "budget-plot")) if budget_fig is not None else "",
-            "split": bool(budget["idle_ms"].notna().any()),
-        },
-        bandwidth=_bandwidth_context(bandwidth, bandwidth_fig, peak),
-        comparison=comparison,
-        sections=sections,
-        failed=failed,
-        environment=environment.environment_rows(env),
+        title=page.title,
+        subtitle=page.subtitle,
+        cpu_note=page.cpu_note,
+        headline=page.headline,
+        trc_notes=page.trc_notes,
+        latency=page.latency,
+        top_ops=page.top_ops,
+        budget=page.budget,
+        bandwidth=page.bandwidth,
+        comparison=page.comparison,
+        sections=page.sections,
+        failed=page.failed,
+        environment=page.environment,
     )
-    write_text(out / "summary.md", summary)
-    return write_text(out / "index.html", page)
 
 
 def _config_sunburst(label: str, frame: pd.DataFrame) -> go.Figure:
@@ -283,13 +315,9 @@ def _bandwidth_context(
     }
 
 
-def _write_pngs(
-    figures_dir: Path, wanted: Mapping[str, tuple[Callable[[], go.Figure], Path | None]]
-) -> None:
-    """Copy PNGs that earlier steps rendered, export the rest in one session, drop stale ones.
-
-    Figures are made only for the PNGs that must be rendered here.
-    """
+def export_figures(wanted: Mapping[str, Figure], figures_dir: Path) -> None:
+    """The page's PNGs in ``figures_dir``: those earlier steps rendered copied, the rest exported in
+    one browser session, stale ones dropped. Figures are made only for the PNGs exported here."""
     figures_dir.mkdir(parents=True, exist_ok=True)
     jobs = []
     for name, (make_fig, rendered) in wanted.items():
@@ -379,9 +407,10 @@ def _section(
 
 
 def _phases(label: str, frame: pd.DataFrame, record: Mapping[str, Any] | None) -> _Phases | None:
-    """dyn against TBE per phase; None where the config has a breakdown of one backend only."""
+    """dyn against TBE per phase; None where the config's breakdown lacks either (other backends, such
+    as ``nv``, are shown in their own sunburst and legend, not here)."""
     groups = work_groups(frame)
-    if set(groups["backend"]) < {"dyn", "trc"}:
+    if not {"dyn", "trc"} <= set(groups["backend"]):
         return None
     figure_id = dom_id("phases", label)
     fig = phase_figure(groups, "dyn against TBE per phase: ms per iteration of each op or [category]")
@@ -405,7 +434,7 @@ def _failed(status: Mapping[str, Any]) -> _Failed:
 
 
 def _comparison(current: Run, previous: Run | None) -> _Comparison | None:
-    """The run against the folder of ``compare_to`` (embprof.compare, as ``embprof diff`` does)."""
+    """The run against the run of ``compare_to`` (embprof.compare, as ``embprof diff`` does)."""
     if previous is None:
         return None
     found = compare_runs(previous, current)

@@ -14,11 +14,12 @@
   the same trace (:mod:`embprof.report.crosscheck`).
 
     embprof checks results/ --out examples/h200/CHECKS.md
+
+Every check reads the run (:class:`~embprof.results.run.Run`): the configs it shows are
+those whose per-op files are of the run.
 """
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 
@@ -26,11 +27,7 @@ from embprof.labels import parse_label
 from embprof.report.budget import overhead_pct
 from embprof.report.crosscheck import crosscheck, crosscheck_markdown
 from embprof.report.markdown import md_text
-from embprof.results.busy import read_busy
-from embprof.results.layout import ResultsLayout
-from embprof.results.opcalls import read_opcalls
-from embprof.results.records import read_results
-from embprof.results.steps import per_op_labels
+from embprof.results.run import Run
 
 CONSISTENCY_TOLERANCE = 0.05
 # NVIDIA dynamicemb's published training-time ratios to TBE on an H100 (dyn / trc):
@@ -43,14 +40,13 @@ REFERENCE_H100_RATIOS = {
 }
 
 
-def consistency(results_dir: Path, labels: list[str]) -> pd.DataFrame:
-    """Per config and backend: summed per-op ms per iteration against GPU-busy ms per iteration."""
+def consistency(run: Run) -> pd.DataFrame:
+    """Per config shown and backend: summed per-op ms per iteration against GPU-busy ms per iteration."""
     rows = []
-    for label in labels:
-        busy = read_busy(ResultsLayout(results_dir).busy(label))
+    for label, ops in run.opcalls.items():
+        busy = run.busy.get(label)
         if busy is None:
             continue
-        ops = read_opcalls(ResultsLayout(results_dir).opcalls(label))
         summed = ops.groupby("backend")["avg_ms_per_iter"].sum()
         for backend, busy_ms in sorted(busy.ms_per_iter.items()):
             ops_ms = float(summed.get(backend, 0.0))
@@ -66,11 +62,12 @@ def consistency(results_dir: Path, labels: list[str]) -> pd.DataFrame:
 MEASURES = {True: "range + its device work", False: "host range only"}
 
 
-def overhead(results_dir: Path, records: list[dict]) -> pd.DataFrame:
-    """Per config and backend: profiled iteration ms against the unprofiled train ms, and how it was measured."""
+def overhead(run: Run) -> pd.DataFrame:
+    """Per config shown and backend: profiled iteration ms against the unprofiled train ms, and how it
+    was measured."""
     rows = []
-    for record in records:
-        busy = read_busy(ResultsLayout(results_dir).busy(record["label"]))
+    for record in _ok(run.records):
+        busy = run.busy.get(record["label"])
         if busy is None:
             continue
         for backend, profiled in sorted(busy.range_ms_per_iter.items()):
@@ -114,11 +111,20 @@ def _md(table: pd.DataFrame, floats: str = "{:.3f}") -> str:
     return header + "".join("| " + " | ".join(map(md_text, row)) + " |\n" for row in shown.itertuples(index=False))
 
 
-def checks_markdown(results_dir: Path) -> str:
-    results_dir = Path(results_dir)
-    records = [r for r in read_results(ResultsLayout(results_dir).benchmark_results) if r.get("status", "ok") == "ok"]
-    labels = per_op_labels(ResultsLayout(results_dir), sorted(r["label"] for r in records))
-    sums = consistency(results_dir, labels)
+def _ok(records: list[dict]) -> list[dict]:
+    return [r for r in records if r.get("status", "ok") == "ok"]
+
+
+def _crosscheck(run: Run) -> str:
+    """Per op against the tools' breakdowns kept in the run's folder (none for a database's run)."""
+    if run.layout is None:
+        return ""
+    return crosscheck_markdown(crosscheck(run.layout.root, run.opcalls))
+
+
+def checks_markdown(run: Run) -> str:
+    """The three checks of ``run`` as Markdown."""
+    sums = consistency(run)
     passed = int(sums["within_5pct"].sum())
     return (
         "## Per-op rows against GPU-busy time\n\n"
@@ -131,9 +137,9 @@ def checks_markdown(results_dir: Path) -> str:
         "the range and the device work launched in it are done, as the timing run measures a step. "
         "`host range only` (sidecars written before that rule): the range's host time, which for a "
         "backend that does not wait for its GPU work ends before that work does and is no iteration "
-        "time.\n\n" + _md(overhead(results_dir, [r for r in records if r["label"] in labels]), "{:.2f}")
+        "time.\n\n" + _md(overhead(run), "{:.2f}")
         + "\n## DynamicEmb against TBE, beside the reference system\n\n"
         "Train ms per iteration, dyn / trc, with NVIDIA dynamicemb's published H100 ratio where there is "
-        "one.\n\n" + _md(against_reference(records), "{:.2f}")
-        + "".join("\n" + part for part in (crosscheck_markdown(crosscheck(results_dir, labels)),) if part)
+        "one.\n\n" + _md(against_reference(_ok(run.records)), "{:.2f}")
+        + "".join("\n" + part for part in (_crosscheck(run),) if part)
     )

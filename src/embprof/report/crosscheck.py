@@ -19,12 +19,12 @@ memsets are left out: neither tool counts them under an op.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from embprof.errors import ContractError
-from embprof.results.opcalls import read_opcalls
 
 FOLDER = "crosscheck"
 TOLERANCE = 0.005  # the largest relative difference per op that counts as agreeing
@@ -87,17 +87,17 @@ def _rel(a: float, b: float) -> float:
     return abs(a - b) / max(abs(a), abs(b))
 
 
-def crosscheck(results: Path, labels: list[str]) -> pd.DataFrame:
-    """One row per config and op found by any of the three; empty where no config has both tools' files."""
+def crosscheck(results: Path, opcalls: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per config and op found by any of the three, for the configs of ``opcalls`` (label ->
+    per-op table) whose two tools' files lie in the results folder ``results``; empty where none has."""
     rows = []
     folder = Path(results) / FOLDER
-    for label in labels:
+    for label in opcalls:
         kern, script = folder / f"nvtx_kern_sum__{label}.csv", folder / f"nsys_breakdown__{label}.csv"
-        opcalls = Path(results) / "opcalls" / f"opcalls__{label}.csv"
-        if not (kern.is_file() and script.is_file() and opcalls.is_file()):
+        if not (kern.is_file() and script.is_file()):
             continue
         by_range, by_script = read_nvtx_kern_sum(kern), read_nsys_breakdown(script)
-        inclusive, innermost = ours_per_op(read_opcalls(opcalls))
+        inclusive, innermost = ours_per_op(opcalls[label])
         for op in sorted(set(by_range) | set(by_script) | set(inclusive)):
             pairs = [(inclusive.get(op, 0.0), by_range.get(op, 0.0)), (innermost.get(op, 0.0), by_script.get(op, 0.0))]
             worst = max(_rel(a, b) for a, b in pairs)

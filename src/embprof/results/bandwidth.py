@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from embprof.atomic import write_csv
 from embprof.errors import ContractError
-from embprof.results.layout import ResultsLayout
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,9 +39,3 @@ def read_bandwidth(path: str | os.PathLike[str]) -> pd.DataFrame:
     if missing:
         raise ContractError(f"{path}: lacks column(s): {', '.join(missing)}")
     return frame
-
-
-def read_bandwidth_of(layout: ResultsLayout, labels: Sequence[str]) -> dict[str, pd.DataFrame]:
-    """label -> bandwidth frame, for the labels that have a CSV in the results folder."""
-    found = {label: layout.bandwidth(label) for label in labels}
-    return {label: read_bandwidth(path) for label, path in found.items() if path.is_file()}

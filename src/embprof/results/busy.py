@@ -1,11 +1,16 @@
-"""The breakdown's sidecar (``opcalls__<label>.busy.json``): busy and range time per backend."""
+"""The breakdown's sidecar (``opcalls__<label>.busy.json``): busy and range time per backend.
+
+:class:`BusyTime` is the sidecar as one typed record: the breakdown makes one and
+:func:`write_busy` writes it, :func:`read_busy` gives it back (fields older sidecars lack
+read as empty).
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +39,8 @@ TOP_KERNEL_FIELDS = ("kernel", "ms_per_iter", "calls_per_iter", "mean_us")
 
 @dataclass(frozen=True)
 class BusyTime:
-    """Busy ms per iteration per backend, and what was timed."""
+    """Busy ms per iteration per backend, and what was timed (``busy_ms_per_iter`` and
+    ``time_source`` of the sidecar, and its other fields under their own names)."""
 
     ms_per_iter: dict[str, float]
     time_source: str
@@ -48,6 +54,14 @@ class BusyTime:
     # Per backend, its costliest kernels (and copies, memsets): TopKernel rows, costliest first;
     # empty in sidecars written before issue 19.
     top_kernels: dict[str, list[TopKernel]] = field(default_factory=dict)
+    label: str = ""
+    num_iters: int = 0
+    # Work whose launch the trace lacks (outside the capture window): dropped, counted here.
+    dropped_unlaunched: int = 0
+    # Work launched on a thread without a context of its own while the process's other threads held
+    # different ones (DESIGN.md, "Attribution rule"): dropped, counted here; 0 in older sidecars.
+    dropped_ambiguous: int = 0
+    traces: list[str] = field(default_factory=list)
 
     @property
     def cpu_leaf_ops(self) -> bool:
@@ -55,9 +69,26 @@ class BusyTime:
         return "cpu-leaf-ops" in self.time_source.split("+")
 
 
-def write_busy(info: dict[str, Any], path: str | os.PathLike[str]) -> None:
-    """``info``: the sidecar's fields (docs/DESIGN.md), written with sorted keys."""
-    write_text(path, json.dumps(info, indent=2, sort_keys=True) + "\n")
+def busy_fields(busy: BusyTime) -> dict[str, Any]:
+    """The sidecar's fields (docs/DESIGN.md) of ``busy``, as JSON values."""
+    fields = {
+        "label": busy.label,
+        "time_source": busy.time_source,
+        "num_iters": busy.num_iters,
+        "busy_ms_per_iter": busy.ms_per_iter,
+        "range_ms_per_iter": busy.range_ms_per_iter,
+        "idle_ms_per_iter": busy.idle_ms_per_iter,
+        "top_kernels": {b: [asdict(row) for row in rows] for b, rows in busy.top_kernels.items()},
+        "dropped_unlaunched": busy.dropped_unlaunched,
+        "dropped_ambiguous": busy.dropped_ambiguous,
+        "traces": list(busy.traces),
+    }
+    return fields | ({"range_rule": RANGE_RULE} if busy.range_until_device_done else {})
+
+
+def write_busy(busy: BusyTime, path: str | os.PathLike[str]) -> None:
+    """The sidecar of ``busy``, with sorted keys."""
+    write_text(path, json.dumps(busy_fields(busy), indent=2, sort_keys=True) + "\n")
 
 
 def read_busy(path: str | os.PathLike[str]) -> BusyTime | None:
@@ -73,6 +104,13 @@ def read_busy(path: str | os.PathLike[str]) -> BusyTime | None:
     walls = _ms_per_backend(path, data, "range_ms_per_iter") if "range_ms_per_iter" in data else {}
     idle = _ms_per_backend(path, data, "idle_ms_per_iter") if "idle_ms_per_iter" in data else {}
     top = _top_kernels(path, data.get("top_kernels", {}))
+    label, traces = data.get("label", ""), data.get("traces", [])
+    counts = {k: data.get(k, 0) for k in ("num_iters", "dropped_unlaunched", "dropped_ambiguous")}
+    if not isinstance(label, str) or not isinstance(traces, list) or not all(isinstance(t, str) for t in traces):
+        raise ContractError(f"{path}: label must be text and traces a list of paths")
+    bad = next((k for k, v in counts.items() if not isinstance(v, int) or isinstance(v, bool) or v < 0), None)
+    if bad:
+        raise ContractError(f"{path}: {bad} must be a whole number >= 0, got {counts[bad]!r}")
     return BusyTime(
         ms_per_iter=busy,
         time_source=source,
@@ -80,6 +118,9 @@ def read_busy(path: str | os.PathLike[str]) -> BusyTime | None:
         range_until_device_done=data.get("range_rule") == RANGE_RULE,
         idle_ms_per_iter=idle,
         top_kernels=top,
+        label=label,
+        traces=traces,
+        **counts,
     )
 
 

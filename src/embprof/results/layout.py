@@ -23,8 +23,9 @@ TRACE_SUFFIX = {"nsys": ".nsys-rep", "torch": ".kineto.json.gz"}
 OPCALLS_PREFIX = "opcalls__"
 BANDWIDTH_PREFIX = "bandwidth__"
 SUNBURST_PNG_PREFIX = "sunburst__"
+SAMPLES_SUFFIX = ".samples.csv"
 # Longest first: ".busy.json" before ".json".
-_SUFFIXES = (".kineto.json.gz", ".busy.json", ".nsys-rep", ".sqlite", ".json", ".csv", ".png", ".html")
+_SUFFIXES = (".kineto.json.gz", SAMPLES_SUFFIX, ".busy.json", ".nsys-rep", ".sqlite", ".json", ".csv", ".png", ".html")
 _PREFIXES = (OPCALLS_PREFIX, BANDWIDTH_PREFIX, SUNBURST_PNG_PREFIX)
 
 
@@ -40,6 +41,17 @@ def opcalls_name(label: str) -> str:
 def busy_name(label: str) -> str:
     """The busy-time sidecar's file name, beside its per-op CSV."""
     return f"{OPCALLS_PREFIX}{_name(label)}.busy.json"
+
+
+def samples_name(label: str) -> str:
+    """The per-iteration samples' file name, beside its per-op CSV."""
+    return f"{OPCALLS_PREFIX}{_name(label)}{SAMPLES_SUFFIX}"
+
+
+def samples_beside(opcalls: str | os.PathLike[str]) -> Path:
+    """The samples file of the per-op CSV at ``opcalls`` (``opcalls__<label>.csv``), in its folder."""
+    path = Path(opcalls)
+    return path.with_name(path.name.removesuffix(".csv") + SAMPLES_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -71,6 +83,9 @@ class ResultsLayout:
 
     def busy(self, label: str) -> Path:
         return self.opcalls_dir / busy_name(label)
+
+    def samples(self, label: str) -> Path:
+        return self.opcalls_dir / samples_name(label)
 
     @property
     def sunburst_dir(self) -> Path:

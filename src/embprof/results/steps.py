@@ -129,11 +129,3 @@ def succeeded(statuses: Mapping[str, Mapping[str, Any]], labels: Iterable[str]) 
     sunburst, bandwidth). A failed config shows only its failure; whatever an earlier run
     left in opcalls/, sunburst/ or bandwidth/ for it is never read."""
     return [label for label in labels if label in statuses and statuses[label]["ok"]]
-
-
-def per_op_labels(layout: ResultsLayout, labels: Iterable[str]) -> list[str]:
-    """The ``labels`` whose per-op files in the folder are of its run (:func:`succeeded`); every
-    one of them in a folder without ``status/`` (written before statuses existed)."""
-    if not layout.status_dir.is_dir():
-        return list(labels)
-    return succeeded(read_statuses(layout.status_dir), labels)

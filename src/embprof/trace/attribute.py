@@ -15,10 +15,12 @@ and the whole trace is one iteration of one config named after the file.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from .calls import CallStore
+from .codes import combined_codes, dedupe
 from .errors import TraceError
 from .layouts import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
 from .model import KIND_KERNEL, TraceSource
@@ -30,25 +32,51 @@ from .workpass import WorkTotals, sum_work
 CHUNK_ROWS = 1 << 16
 
 
-@dataclass
-class Groups:
-    """One trace's attributed work, grouped finely enough to merge across traces (one entry per group)."""
+class RowKey(NamedTuple):
+    """What makes a row of a per-op table: the same key in every trace of a label merges."""
 
-    label: list[str]
-    backend: list[str]
-    phase: list[str]
-    parent_stages: list[str]
-    op: list[str]
-    is_op_range: list[bool]
-    kind: list[int]
-    kernel_name: list[str]
-    iteration: list[int]  # the config's profiled iteration in this trace, 0-based in start order
-    calls: list[int]
-    total_ns: list[int]
-    first_seen: list[int]  # order of first appearance in the trace's work tables
-    nbytes: list[float]  # bytes its copies or memsets moved (0 for kernels)
-    memory_kind: list[str]  # of its copies or memsets (names.memory_kind_name; '' for kernels)
-    cpu_ns: list[int]  # the host time of its op ranges, on the first op-range group of each context (else 0)
+    label: str
+    backend: str
+    phase: str
+    parent_stages: str
+    op: str
+    is_op_range: bool
+    kind: int
+
+
+@dataclass(eq=False)
+class Groups:
+    """One trace's attributed work, one entry per group (context but for the iteration, and work
+    name), as arrays: its row an index into ``rows`` (the distinct row keys, few), its work name one
+    into ``kernel_names`` and its memory kinds one into ``memory_kinds``; and each group's time per
+    iteration as (group, iteration, ns) samples. Nothing here is per group in Python."""
+
+    rows: list[RowKey]
+    row: np.ndarray
+    kernel_names: list[str]
+    kernel: np.ndarray
+    memory_kinds: list[str]  # of copies or memsets (names.memory_kind_name; '' for kernels)
+    memory_kind: np.ndarray
+    calls: np.ndarray
+    total_ns: np.ndarray
+    first_seen: np.ndarray  # order of first appearance in the trace's work tables
+    nbytes: np.ndarray  # bytes its copies or memsets moved (0 for kernels)
+    cpu_ns: np.ndarray  # the host time of its op ranges, on the first op-range group of each base (else 0)
+    sample_group: np.ndarray  # per sample: its group
+    sample_iteration: np.ndarray  # the config's profiled iteration in this trace, 0-based in start order
+    sample_ns: np.ndarray  # the group's device ns in that iteration
+
+    def labels(self) -> set[str]:
+        return {r.label for r in self.rows}
+
+    def __eq__(self, other: object) -> bool:
+        """The same groups: equal tables and equal arrays (what two readers of one trace must give)."""
+        if not isinstance(other, Groups):
+            return NotImplemented
+        mine, theirs = vars(self), vars(other)
+        return all(
+            np.array_equal(v, theirs[k]) if isinstance(v, np.ndarray) else v == theirs[k] for k, v in mine.items()
+        )
 
 
 @dataclass
@@ -117,53 +145,59 @@ def _sweep(source: TraceSource, layout: str, chunk_rows: int | None) -> tuple[Co
 
 def _groups(source: TraceSource, ctx: Contexts, work: WorkTotals, labels: list[str],
             backends: tuple[str, ...], phases: tuple[str, ...]) -> Groups:
-    """Names for every group: one string per distinct path and work name, never one per event."""
-    gctx = work.group_ctx
-    kind = np.array([n[0] for n in work.names], np.int64)[work.group_name]
-    has_op = np.array(ctx.ctx_has_op, bool)[gctx]
-    path = np.array(ctx.ctx_path, np.int64)[gctx]
-    is_op_range = has_op & (kind == KIND_KERNEL)
+    """Every group's row, work name and memory kinds as codes; strings only for the distinct ones."""
+    base = {name: values[work.group_base] for name, values in work.bases.items()}
+    names = np.array(work.names, np.int64).reshape(-1, 3)  # (kind, name id, memory kind code)
+    kind = names[work.group_name, 0]
+    path = base["path"]
+    is_op_range = base["has_op"].astype(bool) & (kind == KIND_KERNEL)
     stage = np.where(is_op_range, np.array(ctx.path_parent, np.int64)[path], path)
-    paths = _path_strings(ctx, np.unique(stage))
-    names = _work_names(source, work.names, np.unique(work.group_name))
+    # The op: an op range's own name (the last of its path), else the work's name.
+    op = np.where(is_op_range, np.array(ctx.path_name, np.int64)[path], work.group_name)
+    label, backend, phase = base["label"], base["backend"], base["phase"]
+    head = ((label * len(backends) + backend) * len(phases) + phase) * 6 + is_op_range * 3 + kind
+    row, first = combined_codes(head, stage, op)
+    at = first.tolist()
+    paths = _path_strings(ctx, np.unique(stage[first]))
+    kernels, kernel = _distinct_codes(work.group_name, len(work.names))  # every op that is a work name too
+    work_names = _work_names(source, work.names, kernels)
     strip = ctx.layout == "default"
-    op = [
-        _op_name(ctx.names.strings[ctx.path_name[p]], strip) if ir else names[w]
-        for p, ir, w in zip(path.tolist(), is_op_range.tolist(), work.group_name.tolist(), strict=True)
+    rows = [
+        RowKey(labels[lab], backends[b], phases[ph], paths[st],
+               _op_name(ctx.names.strings[o], strip) if ir else work_names[o], bool(ir), int(k))
+        for lab, b, ph, st, o, ir, k in zip(
+            label[at].tolist(), backend[at].tolist(), phase[at].tolist(), stage[at].tolist(), op[at].tolist(),
+            is_op_range[at].tolist(), kind[at].tolist(), strict=True)
     ]
-    label = np.array(ctx.ctx_label, np.int64)[gctx]
-    backend = np.array(ctx.ctx_backend, np.int64)[gctx]
-    phase = np.array(ctx.ctx_phase, np.int64)[gctx]
+    kinds, memory_kind = _distinct_codes(names[work.group_name, 2], int(names[:, 2].max(initial=0)) + 1)
     return Groups(
-        label=[labels[i] for i in label.tolist()],
-        backend=[backends[i] for i in backend.tolist()],
-        phase=[phases[i] for i in phase.tolist()],
-        parent_stages=[paths[p] for p in stage.tolist()],
-        op=op,
-        is_op_range=is_op_range.tolist(),
-        kind=kind.tolist(),
-        kernel_name=[names[w] for w in work.group_name.tolist()],
-        iteration=np.array(ctx.ctx_iteration, np.int64)[gctx].tolist(),
-        calls=work.calls.tolist(),
-        total_ns=work.total_ns.tolist(),
-        first_seen=work.first_seen.tolist(),
-        nbytes=work.nbytes.tolist(),
-        memory_kind=[memory_kind_name(work.names[w][2]) for w in work.group_name.tolist()],
-        cpu_ns=_cpu_ns(ctx, gctx, is_op_range),
+        rows=rows, row=row,
+        kernel_names=[work_names[c] for c in kernels.tolist()], kernel=kernel,
+        memory_kinds=[memory_kind_name(c) for c in kinds.tolist()], memory_kind=memory_kind,
+        calls=work.calls, total_ns=work.total_ns, first_seen=work.first_seen, nbytes=work.nbytes,
+        cpu_ns=_cpu_ns(ctx, work, is_op_range),
+        sample_group=work.sample_group, sample_iteration=work.sample_iteration, sample_ns=work.sample_ns,
     )
 
 
-def _cpu_ns(ctx: Contexts, gctx: np.ndarray, is_op_range: np.ndarray) -> list[int]:
-    """Each context's op-range host time on the first of its op-range groups, so that it is counted
-    once however many kernel names the op launched."""
-    out = np.zeros(len(gctx), np.int64)
-    if not ctx.ctx_cpu_ns:
-        return out.tolist()
+def _distinct_codes(values: np.ndarray, bound: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values (ints in [0, bound)) and each value's index among them."""
+    return dedupe(np.asarray(values, np.int64), max(bound, 1))
+
+
+def _cpu_ns(ctx: Contexts, work: WorkTotals, is_op_range: np.ndarray) -> np.ndarray:
+    """The op-range host time of each base (its contexts' over every iteration) on the first of its
+    op-range groups, so that it is counted once however many kernel names the op launched."""
+    out = np.zeros(len(work.group_base), np.int64)
+    if not ctx.ctx_cpu_parts:
+        return out
+    per_base = np.zeros(int(work.base_of_ctx.max(initial=-1)) + 1, np.int64)
+    np.add.at(per_base, work.base_of_ctx, ctx.cpu_ns())
     candidates = np.flatnonzero(is_op_range)
-    _, first = np.unique(gctx[candidates], return_index=True)
+    _, first = np.unique(work.group_base[candidates], return_index=True)
     firsts = candidates[first]
-    out[firsts] = [ctx.ctx_cpu_ns.get(int(c), 0) for c in gctx[firsts].tolist()]
-    return out.tolist()
+    out[firsts] = per_base[work.group_base[firsts]]
+    return out
 
 
 def _path_strings(ctx: Contexts, wanted: np.ndarray) -> dict[int, str]:

@@ -84,8 +84,8 @@ class Contexts:
     ctx_phase: list[int] = field(default_factory=list)
     ctx_has_op: list[bool] = field(default_factory=list)
     ctx_path: list[int] = field(default_factory=list)
-    # context id -> the summed host duration of the op ranges of that context (each counted once)
-    ctx_cpu_ns: dict[int, int] = field(default_factory=dict)
+    # (context ids, host durations) of op ranges, each range once: summed per context by cpu_ns()
+    ctx_cpu_parts: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
     span_label: list[int] = field(default_factory=list)
     span_backend: list[int] = field(default_factory=list)
     span_start: list[int] = field(default_factory=list)
@@ -132,6 +132,15 @@ class Contexts:
             self.ctx_has_op += (head & 1).astype(bool).tolist()
             self.ctx_path += path.tolist()
         return ids[inverse]
+
+    def cpu_ns(self) -> np.ndarray:
+        """Per context, the summed host duration of its op ranges (each counted once)."""
+        if not self.ctx_cpu_parts:
+            return np.zeros(len(self.ctx_label), np.int64)
+        ctx, ns = (np.concatenate(part) for part in zip(*self.ctx_cpu_parts, strict=True))
+        out = np.zeros(len(self.ctx_label), np.int64)
+        np.add.at(out, ctx, ns)
+        return out
 
     def add_spans(self, label: np.ndarray, backend: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
         first = len(self.span_label)
@@ -420,10 +429,7 @@ class _Round:
         if len(ops) == 0:
             return
         ctx = self.ctx.context_ids(head, self.resolve_paths(ops))
-        ns = rows.end[order[ops]] - rows.start[order[ops]]
-        uniq, inverse = np.unique(ctx, return_inverse=True)
-        for c, total in zip(uniq.tolist(), np.bincount(inverse, weights=ns).tolist(), strict=True):
-            self.ctx.ctx_cpu_ns[c] = self.ctx.ctx_cpu_ns.get(c, 0) + int(total)
+        self.ctx.ctx_cpu_parts.append((ctx, rows.end[order[ops]] - rows.start[order[ops]]))
 
     def attribute(self, calls: CallRows) -> tuple[np.ndarray, np.ndarray]:
         """Per call: its context id (-1 when not counted, AMBIGUOUS when its process's threads

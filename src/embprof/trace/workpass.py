@@ -2,8 +2,11 @@
 
 Each kernel, copy or memset takes the context and span of the runtime call
 with its correlation id (:class:`~embprof.trace.calls.CallStore`); counted
-work is summed per (context, kind, name) group; the device intervals of each
-(label, backend) are merged into their union as they arrive. The work tables
+work is summed per group: its context but for the iteration (its *base*:
+label, backend, phase, op and path) and its kind and name, so a run of many
+short iterations has as few groups as one of few long ones; each group's time
+per iteration is summed beside, as (group, iteration) pairs. The device
+intervals of each (label, backend) are merged into their union as they arrive. The work tables
 are read side by side, the next chunk always from the table that is furthest
 behind in time, so a merged interval that ends before every table's next
 chunk begins is final and dropped: memory is a chunk per table plus the open
@@ -19,13 +22,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .calls import CallStore
-from .codes import KeyCodes, dedupe, dense_codes
+from .codes import KeyCodes, combined_codes, dedupe, dense_codes
 from .model import WorkRows
 from .sweep import AMBIGUOUS, BACKEND_SLOTS, INF, Contexts, OutOfOrder, rechunk
 
 ROW_BITS = 40  # first-seen order: table rank, then row within the table
 _KINDS = 3
 _MEMS = 1 + 17 * 32  # memory kind codes (names.memory_kind_code), 0 for kernels
+# What a context is but for its iteration (Contexts.ctx_<name>): its base.
+BASE = ("label", "backend", "phase", "has_op", "path")
 
 
 @dataclass
@@ -71,11 +76,13 @@ class _Busy:
 
 @dataclass
 class WorkTotals:
-    """Per group (context, work name and memory kinds): calls, device ns, bytes moved, and where it
-    was first seen; per (label, backend) the union of device time; per span the latest device end,
-    and the first start and last end of its counted work."""
+    """Per group (context base, work name and memory kinds): calls, device ns, bytes moved, and where
+    it was first seen; per (group, iteration) its device ns; per (label, backend) the union of
+    device time; per span the latest device end, and the first start and last end of its counted work."""
 
-    group_ctx: np.ndarray
+    group_base: np.ndarray  # the group's base: index into ``bases``
+    bases: dict[str, np.ndarray]  # per base: its label, backend, phase, has_op and path (the contexts')
+    base_of_ctx: np.ndarray  # per context, its base (contexts of one base differ by iteration only)
     group_name: np.ndarray  # index into ``names``: (kind, name id, memory kind code) triples
     calls: np.ndarray
     total_ns: np.ndarray
@@ -89,12 +96,23 @@ class WorkTotals:
     found: int
     dropped: int
     ambiguous: int  # work whose call's thread had no context and whose process's threads disagreed
+    # Each group's device ns per iteration of its config in the trace, as (group, iteration, ns).
+    sample_group: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sample_iteration: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    sample_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 class _Sums:
     def __init__(self, ctx: Contexts, n_spans: int) -> None:
-        self.ctx_lb = np.array(ctx.ctx_label, np.int64) * BACKEND_SLOTS + np.array(ctx.ctx_backend, np.int64)
-        self.n_ctx = len(ctx.ctx_label)
+        parts = {name: np.array(getattr(ctx, f"ctx_{name}"), np.int64) for name in BASE}
+        self.ctx_lb = parts["label"] * BACKEND_SLOTS + parts["backend"]
+        # A context is its base and an iteration: groups are of bases, time per iteration apart.
+        self.base_of_ctx, first = combined_codes(*parts.values()) if self.ctx_lb.size else (
+            np.zeros(0, np.int64), np.zeros(0, np.int64))
+        self.bases = {name: values[first] for name, values in parts.items()}
+        self.n_bases = len(first)
+        self.ctx_iteration = np.array(ctx.ctx_iteration, np.int64)
+        self.n_iter = int(self.ctx_iteration.max(initial=0)) + 1
         self.names, self.groups = KeyCodes(), KeyCodes()
         self.calls = np.zeros(0, np.int64)
         self.total = np.zeros(0, np.float64)
@@ -105,6 +123,7 @@ class _Sums:
         self.counted_end = np.full(n_spans, -1, np.int64)
         self.nbytes = np.zeros(0, np.float64)
         self.found = self.dropped = self.ambiguous = 0
+        self.samples: list[tuple[np.ndarray, np.ndarray]] = []  # per chunk: (group * n_iter + iteration, ns)
 
     def add(self, w: WorkRows, store: CallStore, first_row: int, watermark: int) -> None:
         known, ctx, span = store.lookup(w.process, w.corr)
@@ -129,12 +148,20 @@ class _Sums:
         raw = ((w.name[rows] + 1) * _MEMS + w.mem[rows]) * _KINDS + w.kind[rows]
         name = self.names.codes(raw, bound=int(raw.max()) + 1)
         width = len(self.names)
-        uniq, inverse = dedupe(ctx * width + name, self.n_ctx * width)
-        g_ctx, g_name = np.divmod(uniq, width)
-        gids = self.groups.codes_of_distinct((g_ctx << 32) | g_name)
+        uniq, inverse = dedupe(self.base_of_ctx[ctx] * width + name, self.n_bases * width)
+        g_base, g_name = np.divmod(uniq, width)
+        gids = self.groups.codes_of_distinct((g_base << 32) | g_name)
         self._grow(len(self.groups))
         self.calls[gids] += np.bincount(inverse, minlength=len(uniq))
         self.total[gids] += np.bincount(inverse, weights=end - start, minlength=len(uniq))
+        # (group, iteration) pairs: a chunk spans few iterations, so they are coded within its window
+        iteration = self.ctx_iteration[ctx]
+        low, groups = int(iteration.min()), len(self.groups)
+        window, at = dedupe((iteration - low) * groups + gids[inverse], (int(iteration.max()) - low + 1) * groups)
+        it, gid = np.divmod(window, groups)
+        pair = gid * self.n_iter + it + low
+        order = np.argsort(pair)  # the chunk's run, sorted (few: groups x its iterations)
+        self.samples.append((pair[order], np.bincount(at, weights=end - start, minlength=len(window))[order]))
         self.nbytes[gids] += np.bincount(inverse, weights=w.nbytes[rows], minlength=len(uniq))
         if (self.first[gids] > first_row).any():  # a group not yet seen before this chunk's rows
             first = np.full(len(uniq), INF, np.int64)
@@ -143,24 +170,45 @@ class _Sums:
         self.busy.add(self.ctx_lb[ctx], start, end, watermark)
 
     def _grow(self, n: int) -> None:
+        """Room for ``n`` groups; the arrays at least double, so each group is copied O(1) times
+        (a trace of many short iterations has a group per op and iteration)."""
         have = len(self.calls)
         if n > have:
-            self.calls = np.append(self.calls, np.zeros(n - have, np.int64))
-            self.total = np.append(self.total, np.zeros(n - have, np.float64))
-            self.first = np.append(self.first, np.full(n - have, INF, np.int64))
-            self.nbytes = np.append(self.nbytes, np.zeros(n - have, np.float64))
+            more = max(n, 2 * have) - have
+            self.calls = np.concatenate([self.calls, np.zeros(more, np.int64)])
+            self.total = np.concatenate([self.total, np.zeros(more, np.float64)])
+            self.first = np.concatenate([self.first, np.full(more, INF, np.int64)])
+            self.nbytes = np.concatenate([self.nbytes, np.zeros(more, np.float64)])
 
     def result(self) -> WorkTotals:
         keys = np.array(self.groups.keys, np.int64)
         raw = np.array(self.names.keys, np.int64)
+        n = len(keys)
+        pair, ns = _sum_runs(self.samples)
         return WorkTotals(
-            group_ctx=keys >> 32, group_name=keys & 0xFFFFFFFF, calls=self.calls,
-            total_ns=np.rint(self.total).astype(np.int64), first_seen=self.first,
+            group_base=keys >> 32, bases=self.bases, base_of_ctx=self.base_of_ctx,
+            group_name=keys & 0xFFFFFFFF, calls=self.calls[:n],
+            total_ns=np.rint(self.total[:n]).astype(np.int64), first_seen=self.first[:n],
             names=[(int(r % _KINDS), int(r // _KINDS // _MEMS) - 1, int(r // _KINDS % _MEMS)) for r in raw.tolist()],
             busy_ns=self.busy.finish(), span_end=self.span_end, found=self.found, dropped=self.dropped,
             ambiguous=self.ambiguous,
-            nbytes=self.nbytes, counted_start=self.counted_start, counted_end=self.counted_end,
+            nbytes=self.nbytes[:n], counted_start=self.counted_start, counted_end=self.counted_end,
+            sample_group=pair // self.n_iter, sample_iteration=pair % self.n_iter,
+            sample_ns=np.rint(ns).astype(np.int64),
         )
+
+
+def _sum_runs(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys and their summed values, of runs of sorted distinct keys (one per chunk:
+    a (group, iteration) pair cut by a chunk's edge is in two). A stable sort merges the runs."""
+    if not runs:
+        return np.zeros(0, np.int64), np.zeros(0)
+    keys, values = (np.concatenate(part) for part in zip(*runs, strict=True))
+    order = np.argsort(keys, kind="stable")  # timsort: a merge of the sorted runs
+    keys, values = keys[order], values[order]
+    first = np.ones(len(keys), bool)
+    first[1:] = keys[1:] != keys[:-1]
+    return keys[first], np.add.reduceat(values, np.flatnonzero(first)) if len(keys) else values
 
 
 def sum_work(streams: Sequence[Iterable[WorkRows]], store: CallStore, ctx: Contexts,

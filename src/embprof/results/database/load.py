@@ -8,7 +8,7 @@ from pathlib import Path
 
 from embprof.errors import ContractError
 from embprof.results.database.read import stored_run
-from embprof.results.database.rows import RunRows, check_run_id, default_run_id, folder_rows
+from embprof.results.database.rows import RunRows, check_run_id, default_run_id, run_rows
 from embprof.results.database.store import (
     Written,
     claim,
@@ -20,6 +20,7 @@ from embprof.results.database.store import (
     writing,
 )
 from embprof.results.layout import ResultsLayout
+from embprof.results.run import Run
 
 
 def write_folder(layout: ResultsLayout, run_id: str | None = None) -> Written:
@@ -28,7 +29,7 @@ def write_folder(layout: ResultsLayout, run_id: str | None = None) -> Written:
     The run keeps the id it got when the file was made (``run_id``, else
     ``<first start>-<commit>``).
     """
-    rows = folder_rows(layout)  # every file read and checked before the database is opened
+    rows = run_rows(Run.from_folder(layout.root))  # every file read and checked before the database is opened
     path = layout.database
     with writing(path) as db:
         own = own_run(db)
@@ -59,7 +60,7 @@ def merge_into(target: str | os.PathLike[str], source: str | os.PathLike[str], r
 def _source_runs(source: Path, target: Path, run_id: str | None) -> list[tuple[str, RunRows]]:
     if source.is_dir():
         layout = ResultsLayout(source)
-        rows = folder_rows(layout)
+        rows = run_rows(Run.from_folder(source))
         own = None
         if layout.database.is_file():
             with reading(layout.database) as db:

@@ -1,10 +1,11 @@
-"""A results folder as the database's rows: one run, and per config its rows in every table.
+"""A run (:class:`embprof.results.run.Run`) as the database's rows: one run, and per config its
+rows in every table.
 
-What is read is what the report reads: the records of ``benchmark_results.json``, the
-configs of ``configs.tsv`` beside them, each config's status, and per-op files only of
-configs whose status is ok (:func:`embprof.results.steps.per_op_labels`), so a failed
-config gives rows marked failed and never the numbers an earlier run left. Every file
-is read (and checked) before anything is written.
+What is written is what the report shows: every config of the run (``Run.labels``) with its
+record and status, and per-op rows (the per-op table, its samples per iteration, its busy
+sidecar and bandwidth) only of the configs whose per-op files are of this run
+(``Run.opcalls``), so a failed config gives rows marked failed and never the numbers an
+earlier run left. Every file is read (and checked) before anything is written.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,17 +23,12 @@ import pandas as pd
 
 from embprof.errors import ContractError
 from embprof.labels import cap_token, parse_label
-from embprof.results.bandwidth import read_bandwidth
-from embprof.results.busy import BusyTime, read_busy
-from embprof.results.configs import read_configs
-from embprof.results.database.schema import BUSY, CONFIGS, OPCALLS, RECORDS, RUNS, TIMINGS
-from embprof.results.environment import read_environment
-from embprof.results.layout import ResultsLayout
-from embprof.results.opcalls import read_opcalls
-from embprof.results.peak import read_peak
+from embprof.results.busy import BusyTime
+from embprof.results.database.schema import BUSY, CONFIGS, OP_SAMPLES, OPCALLS, RECORDS, RUNS, TIMINGS
 from embprof.results.provenance import read_provenance
-from embprof.results.records import finite_or_null, read_results
-from embprof.results.steps import per_op_labels, read_statuses
+from embprof.results.records import finite_or_null
+from embprof.results.run import Run
+from embprof.results.samples import KEY as SAMPLE_KEY
 from embprof.results.timings import TIMING_METRICS, timing_summary
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,99}$")
@@ -91,24 +86,13 @@ def default_run_id(run: Mapping[str, Any]) -> str:
     return check_run_id(f"{when}-{str(commit)[:7]}" if commit else when)
 
 
-def folder_rows(layout: ResultsLayout) -> RunRows:
-    """Every row of the results folder ``layout``; ContractError on a file that breaks its format."""
-    if not layout.root.is_dir():
-        raise ContractError(f"{layout.root}: no such results folder")
-    records = {r["label"]: r for r in read_results(layout.benchmark_results)}
-    test_ids = {c.label: c.test_id for c in read_configs(layout.configs)} if layout.configs.is_file() else {}
-    labels = sorted(set(test_ids) | set(records))
-    statuses = read_statuses(layout.status_dir) if layout.status_dir.is_dir() else {}
-    per_op = set(per_op_labels(layout, labels))
-    env = read_environment(layout.environment) if layout.environment.is_file() else {}
-    peak = read_peak(layout.peak) if layout.peak.is_file() else None
+def run_rows(run: Run) -> RunRows:
+    """Every row of ``run`` (a results folder's); ContractError on a file that breaks its format."""
+    results_dir = str(run.layout.root.resolve()) if run.layout is not None else run.name
     configs = {
-        label: ConfigRows(label, _config_tables(
-            layout, label, test_ids.get(label, ""), records.get(label), statuses.get(label), label in per_op
-        ))
-        for label in labels
+        label: ConfigRows(label, _config_tables(run, label)) for label in run.labels
     }
-    return RunRows(run_row(env, str(layout.root.resolve()), peak), configs)
+    return RunRows(run_row(run.environment, results_dir, run.peak), configs)
 
 
 def run_row(env: Mapping[str, Any], results_dir: str, peak: Any = None) -> dict[str, Any]:
@@ -128,24 +112,30 @@ def run_row(env: Mapping[str, Any], results_dir: str, peak: Any = None) -> dict[
     return {c.name: _scalar(row.get(c.name)) for c in RUNS.columns if c.name not in ("run_id", "written_at")}
 
 
-def _config_tables(
-    layout: ResultsLayout, label: str, test_id: str, record: dict | None, status: dict | None, per_op: bool
-) -> dict[str, list[dict[str, Any]]]:
+def _config_tables(run: Run, label: str) -> dict[str, list[dict[str, Any]]]:
+    record = run.by_label.get(label)
     tables: dict[str, list[dict[str, Any]]] = {
-        CONFIGS.name: [_config_row(label, test_id, record, status)],
+        CONFIGS.name: [_config_row(label, run.configs.get(label, ""), record, run.statuses.get(label))],
         RECORDS.name: [],
         TIMINGS.name: [],
         OPCALLS.name: [],
+        OP_SAMPLES.name: [],
         BUSY.name: [],
     }
     if record is not None:
         tables[RECORDS.name] = [_record_row(record)]
         tables[TIMINGS.name] = _timing_rows(record)
-    if per_op and layout.opcalls(label).is_file():
-        bandwidth = layout.bandwidth(label)
-        tables[OPCALLS.name] = _opcalls_rows(layout.opcalls(label), bandwidth if bandwidth.is_file() else None)
-        tables[BUSY.name] = _busy_rows(read_busy(layout.busy(label)))
+    if label in run.opcalls:
+        bandwidth = run.bandwidth.get(label) if run.bandwidth is not None else None
+        tables[OPCALLS.name] = _opcalls_rows(_where(run, label), run.opcalls[label], bandwidth)
+        tables[OP_SAMPLES.name] = _sample_rows(_where(run, label), run.samples[label], run.opcalls[label])
+        tables[BUSY.name] = _busy_rows(run.busy.get(label))
     return tables
+
+
+def _where(run: Run, label: str) -> str:
+    """How errors name a config's per-op table: its file, or the run and label."""
+    return str(run.layout.opcalls(label)) if run.layout is not None else f"{run.name}: {label}"
 
 
 def _config_row(label: str, test_id: str, record: dict | None, status: dict | None) -> dict[str, Any]:
@@ -204,20 +194,33 @@ def _timing_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def _opcalls_rows(path: Path, bandwidth: Path | None) -> list[dict[str, Any]]:
-    frame = read_opcalls(path)
+def _opcalls_rows(path: str, frame: pd.DataFrame, bandwidth: pd.DataFrame | None) -> list[dict[str, Any]]:
     repeated = frame.duplicated(OP_KEY)
     if repeated.any():
         line = int(np.flatnonzero(repeated.to_numpy())[0]) + 2
         raise ContractError(f"{path}: line {line}: backend, phase, parent_stages and op repeat an earlier row")
     if bandwidth is not None:
-        achieved = read_bandwidth(bandwidth).drop_duplicates(OP_KEY)
+        achieved = bandwidth.drop_duplicates(OP_KEY)
         frame = frame.merge(achieved[OP_KEY + _BANDWIDTH], on=OP_KEY, how="left", validate="one_to_one")
     else:
         frame = frame.assign(**{c: None for c in _BANDWIDTH})
     frame["num_iters"] = frame["num_iters"].astype(int)
     columns = [c.name for c in OPCALLS.columns if c.name not in ("run_id", "label")]
     return _plain(frame[columns])
+
+
+def _sample_rows(path: str, samples: pd.DataFrame, frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """The samples, each of a row of the per-op table (the table's foreign key)."""
+    if samples.empty:
+        return []
+    keys = samples[list(SAMPLE_KEY)].drop_duplicates()
+    known = keys.merge(frame[OP_KEY].drop_duplicates(), how="left", indicator=True)["_merge"] == "both"
+    if not known.all():
+        stray = keys[~known.to_numpy()].iloc[0].tolist()
+        raise ContractError(f"{path}: its samples hold a row the table does not: {stray!r}")
+    columns = [c.name for c in OP_SAMPLES.columns if c.name not in ("run_id", "label")]
+    # plain values already (text, whole numbers, finite floats): no per-cell conversion
+    return [dict(zip(columns, row, strict=True)) for row in zip(*(samples[c].tolist() for c in columns), strict=True)]
 
 
 def _busy_rows(busy: BusyTime | None) -> list[dict[str, Any]]:

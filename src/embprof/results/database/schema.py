@@ -15,7 +15,7 @@ from sqlite_utils.db import ForeignKey
 
 from embprof.results.timings import TIMING_METRICS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2 (issue 33): op_samples holds opcalls.ms_by_iter, one row per iteration
 RUN_KEY = ("run_id",)
 CONFIG_KEY = ("run_id", "label")
 
@@ -184,7 +184,6 @@ OPCALLS = Table(
      _c("num_iters", int, "profiled iterations"),
      _c("kernel_names", str, "the kernels, ;-joined"),
      _c("fallback_category", str, "the category of work under no op range"),
-     _c("ms_by_iter", str, "ms in each profiled iteration, ;-joined"),
      _c("copy_bytes_per_iter", float, "bytes its copies or memsets moved per iteration (the trace's); null for kernels"),
      _c("memory_kinds", str, "its copies' memory kinds (pinned->device, ...) or a memset's, ;-joined"),
      _c("cpu_ms_per_iter", float, "the op range's own host time per iteration, ms; null for work under no op"),
@@ -195,6 +194,15 @@ OPCALLS = Table(
     pk=(*CONFIG_KEY, "backend", "phase", "parent_stages", "op"),
     parent="configs",
     indexes=(("op",), ("backend", "phase")),
+)
+OP_SAMPLES = Table(
+    "op_samples", "One row per per-op row and profiled iteration: its ms in that iteration (the samples file).",
+    (_RUN, _LABEL,
+     *(c for c in OPCALLS.columns if c.name in OPCALLS.pk[2:]),  # the per-op row's key
+     _c("iteration", int, "the profiled iteration, 0-based in start order (a label's traces one after another)"),
+     _c("ms", float, "the row's ms in that iteration (0 where it ran nothing); their mean is avg_ms_per_iter")),
+    pk=(*CONFIG_KEY, "backend", "phase", "parent_stages", "op", "iteration"),
+    parent="opcalls",
 )
 BUSY = Table(
     "busy", "One row per config and backend: its device time per profiled iteration (the busy sidecar).",
@@ -208,9 +216,9 @@ BUSY = Table(
     parent="configs",
 )
 # In the order rows must be written (a row's parent first) and deleted (the reverse).
-RUN_TABLES = (RUNS, CONFIGS, RECORDS, TIMINGS, OPCALLS, BUSY)
+RUN_TABLES = (RUNS, CONFIGS, RECORDS, TIMINGS, OPCALLS, OP_SAMPLES, BUSY)
 TABLES = (META, DOCS, *RUN_TABLES)
-CONFIG_TABLES = (CONFIGS, RECORDS, TIMINGS, OPCALLS, BUSY)
+CONFIG_TABLES = (CONFIGS, RECORDS, TIMINGS, OPCALLS, OP_SAMPLES, BUSY)
 
 _SPREADS = ("dyn_train_ms", "trc_train_ms", "dyn_eval_ms", "trc_eval_ms")
 # The report's summary table (embprof.report.tables.headline): a failed config keeps its row

@@ -30,6 +30,7 @@ from embprof import __version__
 from embprof.atomic import atomic_path
 from embprof.errors import ContractError
 from embprof.exclusive import exclusive
+from embprof.results.database.migrate import in_memory, upgrade
 from embprof.results.database.rows import RunRows, check_run_id
 from embprof.results.database.schema import (
     CONFIG_TABLES,
@@ -66,14 +67,15 @@ def _connect(path: Path) -> sqlite_utils.Database:
     return db
 
 
-def check_version(db: sqlite_utils.Database, path: str | os.PathLike[str]) -> None:
-    """A database this embprof reads: empty, or of its schema version; one line otherwise."""
+def check_version(db: sqlite_utils.Database, path: str | os.PathLike[str]) -> int:
+    """The schema version of a database this embprof reads: empty (this version), of its version,
+    or older (:mod:`~embprof.results.database.migrate` upgrades it); one line otherwise."""
     try:
         names = set(db.table_names())
     except sqlite3.DatabaseError as exc:
         raise ContractError(f"{path}: not an SQLite database ({exc})") from None
     if not names:
-        return
+        return SCHEMA_VERSION
     if META.name not in names:
         raise ContractError(f"{path}: not an embprof results database (it has no {META.name} table)")
     found = meta_value(db, "schema_version")
@@ -84,11 +86,7 @@ def check_version(db: sqlite_utils.Database, path: str | os.PathLike[str]) -> No
             f"{path}: schema version {found} is newer than this embprof's ({SCHEMA_VERSION}): "
             "read it with a newer embprof"
         )
-    if int(found) < SCHEMA_VERSION:
-        raise ContractError(
-            f"{path}: schema version {found} is older than this embprof's ({SCHEMA_VERSION}): "
-            "write it again from its results folders"
-        )
+    return int(found)
 
 
 def meta_value(db: sqlite_utils.Database, key: str) -> str | None:
@@ -132,9 +130,13 @@ def reading(path: str | os.PathLike[str]) -> Iterator[sqlite_utils.Database]:
     try:
         with _damage_is_one_line(path):
             check_integrity(db, path)
-            check_version(db, path)
+            version = check_version(db, path)
             if not db.table_names():
                 raise ContractError(f"{path}: not an embprof results database (it is empty)")
+            if version < SCHEMA_VERSION:  # read through an upgraded copy: the file stays as it is
+                upgraded = in_memory(db, version)
+                db.close()
+                db = upgraded
             yield db
     finally:
         db.close()
@@ -161,9 +163,11 @@ def _transaction(file: Path, path: str | os.PathLike[str]) -> Iterator[sqlite_ut
     try:
         with _damage_is_one_line(path):
             check_integrity(db, path)
-            check_version(db, path)
+            version = check_version(db, path)
             db.execute("BEGIN IMMEDIATE")
             try:
+                if version < SCHEMA_VERSION:
+                    upgrade(db, version)
                 prepare(db)
                 yield db
                 check_integrity(db, path)
