@@ -290,3 +290,21 @@ def test_a_database_of_schema_1_reads_and_upgrades_when_written(tmp_path, capsys
     assert query(db, "PRAGMA foreign_key_check") == [] and query(db, "PRAGMA integrity_check") == [("ok",)]
     assert read_run(db, "v1run").samples.keys() == run.samples.keys()
     assert main(["db", "schema", str(db)]) == 0 and "ms_by_iter" not in capsys.readouterr().out
+
+
+def test_nvidias_times_are_columns_beside_ours_and_tbes(results, capsys) -> None:
+    """Issue 31: a record that timed NVIDIA's dynamicemb gives its medians, its timings rows and, in the
+    summary, ours against it; a record without nv has nulls there."""
+    layout = ResultsLayout(results)
+    label = LABELS[0]
+    records = read_results(layout.benchmark_results)
+    record = next(r for r in records if r["label"] == label) | {"nv_train_ms": 4.0, "nv_eval_ms": 1.0}
+    merged = [record if r["label"] == label else r for r in records]
+    layout.benchmark_results.write_text(json.dumps(merged))
+    db_write(capsys, results, "--run-id", "nv")
+    db = results / "embprof.sqlite"
+    assert query(db, "SELECT nv_train_ms, nv_eval_ms FROM records WHERE label = ?", (label,)) == [(4.0, 1.0)]
+    assert query(db, "SELECT median FROM timings WHERE label = ? AND metric = 'nv_train_ms'", (label,)) == [(4.0,)]
+    [(ratio, eval_ratio)] = query(db, "SELECT nv_ratio, nv_eval_ratio FROM summary WHERE label = ?", (label,))
+    assert ratio == pytest.approx(record["dyn_train_ms"] / 4.0) and eval_ratio == pytest.approx(record["dyn_eval_ms"])
+    assert query(db, "SELECT nv_ratio FROM summary WHERE label = ?", (LABELS[2],)) == [(None,)]

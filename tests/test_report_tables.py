@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 from report_inputs import LABELS, opcalls_frame, record
 
@@ -45,3 +46,36 @@ def test_top_ops_sum_over_configs_and_rank_by_total():
     assert table.iloc[0]["costliest_config"] == "b"
     assert table["total_ms_per_iter"].is_monotonic_decreasing and len(table) == 3
     assert top_ops({}).empty
+
+
+def test_nvidias_columns_show_only_where_a_record_times_it():
+    """Issue 31: the summary gains NVIDIA's dynamicemb and ours against it, where a record has nv times."""
+    from embprof.report.tables import headline_view
+
+    two = record(LABELS[0])
+    three = {**record(LABELS[1]), "nv_train_ms": 2.0, "nv_eval_ms": 0.5}
+    without = headline([LABELS[0]], {LABELS[0]: two}, {})
+    assert "nv train ms" not in [c.title for c in headline_view(without, HEADLINE_VIEW)]
+    table = headline([LABELS[0], LABELS[1]], {LABELS[0]: two, LABELS[1]: three}, {}).set_index("label")
+    assert table.loc[LABELS[1], "nv_ratio"] == three["dyn_train_ms"] / 2.0
+    assert table.loc[LABELS[1], "nv_eval_ratio"] == three["dyn_eval_ms"] / 0.5
+    assert math.isnan(table.loc[LABELS[0], "nv_ratio"])
+    titles = [c.title for c in headline_view(table.reset_index(), HEADLINE_VIEW)]
+    assert {"nv train ms", "train dyn/nv", "eval dyn/nv"} <= set(titles)
+
+
+def test_ops_of_the_same_name_side_by_side_across_backends():
+    """dyn's and nv's op rows of one name (over stages) beside each other per phase; TBE's kernels are
+    under no op; one backend alone gives no table."""
+    from embprof.report.tables import across_view, ops_across_backends
+
+    frame = opcalls_frame()
+    dyn_ops = frame[(frame["backend"] == "dyn") & (frame["fallback_category"] == "")]
+    assert ops_across_backends(frame).empty
+    nv = dyn_ops.assign(backend="nv", avg_ms_per_iter=dyn_ops["avg_ms_per_iter"] * 2)
+    table = ops_across_backends(pd.concat([frame, nv], ignore_index=True))
+    assert list(table.columns[:4]) == ["phase", "op", "dyn_ms", "nv_ms"]
+    assert (table["dyn_over_nv"] == 0.5).all()
+    want = dyn_ops.groupby(["phase", "op"])["avg_ms_per_iter"].sum()
+    assert table.set_index(["phase", "op"])["dyn_ms"].sort_index().tolist() == pytest.approx(want.sort_index().tolist())
+    assert [c.title for c in across_view(table)][-1] == "dyn/nv"

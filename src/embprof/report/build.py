@@ -56,7 +56,10 @@ from embprof.report.tables import (
     HEADLINE_VIEW,
     TOP_OPS_MD_VIEW,
     TOP_OPS_VIEW,
+    across_view,
     headline,
+    headline_view,
+    ops_across_backends,
     top_ops,
 )
 from embprof.results.busy import BusyTime
@@ -99,6 +102,7 @@ class _Section:
     budget: Cells | None = None
     phases: _Phases | None = None
     kernels: list[tuple[str, Cells]] = field(default_factory=list)
+    across: Cells | None = None  # ops of the same name side by side across backends (dyn, nv)
 
 
 @dataclass(frozen=True)
@@ -217,8 +221,8 @@ def report_page(run: Run, previous: Run | None = None, out_dir: Path | None = No
         title=TITLE,
         subtitle=environment.one_line(env),
         cpu_note=environment.CPU_STAND_IN_NOTE if cpu_stand_in else "",
-        headline=to_cells(head_table, HEADLINE_VIEW),
-        headline_md=to_cells(head_table, HEADLINE_MD_VIEW),
+        headline=to_cells(head_table, headline_view(head_table, HEADLINE_VIEW)),
+        headline_md=to_cells(head_table, headline_view(head_table, HEADLINE_MD_VIEW)),
         trc_notes=[(r["label"], r["trc_skip_reason"]) for r in run.records if r.get("trc_skip_reason")],
         latency={
             "id": "latency-plot",
@@ -397,6 +401,7 @@ def _section(
         message="",
         budget=context.budget if context.budget is not None and context.budget.rows else None,
         phases=_phases(label, frame, context.record),
+        across=_across(frame),
         kernels=[
             (f"{BACKEND_NAMES.get(b, b)} ({b})", to_cells(t, TOP_KERNELS_VIEW))
             for b, t in top_kernels(busy).items()
@@ -404,6 +409,13 @@ def _section(
         ],
         **around,
     )
+
+
+def _across(frame: pd.DataFrame) -> Cells | None:
+    """Ops of the same name in several backends (ours and NVIDIA's dynamicemb push the same op names);
+    None where fewer than two backends name ops."""
+    table = ops_across_backends(frame)
+    return to_cells(table, across_view(table)) if not table.empty else None
 
 
 def _phases(label: str, frame: pd.DataFrame, record: Mapping[str, Any] | None) -> _Phases | None:

@@ -13,7 +13,9 @@ from embprof.pages.cells import Column, as_number, fmt_count, fmt_ms, fmt_pct, f
 from embprof.pages.legend import NAME_CHARS
 from embprof.results.timings import repeat_values, timing_summary
 
-SPREAD_METRICS = ("dyn_train_ms", "trc_train_ms", "dyn_eval_ms", "trc_eval_ms")
+SPREAD_METRICS = ("dyn_train_ms", "trc_train_ms", "nv_train_ms", "dyn_eval_ms", "trc_eval_ms", "nv_eval_ms")
+# Columns of NVIDIA's dynamicemb (issue 31), shown only where a record times it.
+NV_COLUMNS = ("nv_train_ms", "nv_train_ms_spread", "nv_ratio", "nv_eval_ms", "nv_eval_ms_spread", "nv_eval_ratio")
 
 
 def ratio(numerator: float, denominator: float) -> float:
@@ -28,8 +30,8 @@ def headline(
     records: Mapping[str, Mapping[str, Any]],
     failed: Mapping[str, str],
 ) -> pd.DataFrame:
-    """One row per config: dyn and trc train and eval ms (medians of the repeats) with their
-    spreads, dyn/trc ratios, unique ids per iteration.
+    """One row per config: dyn, trc and nv train and eval ms (medians of the repeats) with their
+    spreads, dyn/trc and dyn/nv ratios, unique ids per iteration.
 
     ``failed`` maps a label to the step that failed; such rows keep their label
     and show the failure instead of numbers.
@@ -39,10 +41,7 @@ def headline(
         record = records.get(label, {})
         if record.get("status", "ok") != "ok":
             record = {"status": record["status"]}  # a failed run's numbers are not latencies
-        ms = {
-            k: as_number(record.get(k))
-            for k in ("dyn_train_ms", "trc_train_ms", "dyn_eval_ms", "trc_eval_ms")
-        }
+        ms = {k: as_number(record.get(k)) for k in SPREAD_METRICS}
         status = record.get("status", "ok" if record else "missing")
         if label in failed:
             status = f"failed: {failed[label]}"
@@ -62,6 +61,10 @@ def headline(
                 "dyn_eval_ms": ms["dyn_eval_ms"],
                 "trc_eval_ms": ms["trc_eval_ms"],
                 "eval_ratio": ratio(ms["dyn_eval_ms"], ms["trc_eval_ms"]),
+                "nv_train_ms": ms["nv_train_ms"],
+                "nv_ratio": ratio(ms["dyn_train_ms"], ms["nv_train_ms"]),
+                "nv_eval_ms": ms["nv_eval_ms"],
+                "nv_eval_ratio": ratio(ms["dyn_eval_ms"], ms["nv_eval_ms"]),
                 "unique_ids": as_number(record.get("avg_n_unique")),
                 "total_ids": as_number(record.get("avg_n_total")),
                 "trc_note": record.get("trc_skip_reason") or "",
@@ -83,6 +86,12 @@ HEADLINE_COLUMNS = [
     "trc_eval_ms",
     "trc_eval_ms_spread",
     "eval_ratio",
+    "nv_train_ms",
+    "nv_train_ms_spread",
+    "nv_ratio",
+    "nv_eval_ms",
+    "nv_eval_ms_spread",
+    "nv_eval_ratio",
     "repeats",
     "unique_ids",
     "total_ids",
@@ -150,6 +159,12 @@ HEADLINE_VIEW = (
     Column("trc_eval_ms", "trc eval ms", fmt_ms, True),
     Column("trc_eval_ms_spread", "± %", fmt_pct, True),
     Column("eval_ratio", "eval dyn/trc", fmt_ratio, True),
+    Column("nv_train_ms", "nv train ms", fmt_ms, True),
+    Column("nv_train_ms_spread", "± %", fmt_pct, True),
+    Column("nv_ratio", "train dyn/nv", fmt_ratio, True),
+    Column("nv_eval_ms", "nv eval ms", fmt_ms, True),
+    Column("nv_eval_ms_spread", "± %", fmt_pct, True),
+    Column("nv_eval_ratio", "eval dyn/nv", fmt_ratio, True),
     Column("repeats", "repeats", fmt_count, True),
     Column("unique_ids", "unique ids/iter", fmt_count, True),
 )
@@ -166,3 +181,41 @@ TOP_OPS_VIEW = (
 TOP_OPS_MD_VIEW = (*TOP_OPS_VIEW[:-1], Column("costliest_config", "costliest in"))
 # Markdown names each config by its full label (a pull request has no hover).
 HEADLINE_MD_VIEW = (Column("label", "config"), *HEADLINE_VIEW[1:])
+
+
+def headline_view(table: pd.DataFrame, view: Sequence[Column]) -> tuple[Column, ...]:
+    """``view`` without NVIDIA's dynamicemb's columns where no config timed it (runs of two backends)."""
+    timed = "nv_train_ms" in table and table["nv_train_ms"].notna().any()
+    return tuple(c for c in view if timed or c.key not in NV_COLUMNS)
+
+
+def ops_across_backends(frame: pd.DataFrame) -> pd.DataFrame:
+    """Ops of the same name side by side across backends, per phase: each backend's ms per
+    iteration of its ``op:*`` rows of that name (summed over stages; kernels under no op, such as
+    TBE's, are no op of a name), and ours against NVIDIA's. Empty unless two backends name ops."""
+    ops = frame[frame["fallback_category"].astype(str) == ""]
+    backends = [b for b in ("dyn", "nv", "trc") if b in set(ops["backend"])]
+    backends += sorted(set(ops["backend"]) - set(backends))
+    if len(backends) < 2:
+        return pd.DataFrame(columns=["phase", "op", *(f"{b}_ms" for b in backends), "dyn_over_nv"])
+    table = (ops.groupby(["phase", "op", "backend"])["avg_ms_per_iter"].sum()
+             .unstack("backend").reindex(columns=backends))
+    table.columns = [f"{b}_ms" for b in backends]
+    table = table.reset_index()
+    if {"dyn_ms", "nv_ms"} <= set(table.columns):
+        table["dyn_over_nv"] = [ratio(d, n) for d, n in zip(table["dyn_ms"], table["nv_ms"], strict=True)]
+    else:
+        table["dyn_over_nv"] = math.nan
+    table["_total"] = table[[f"{b}_ms" for b in backends]].sum(axis=1)
+    order = table.sort_values(["phase", "_total", "op"], ascending=[False, False, True]).index
+    return table.loc[order].drop(columns="_total").reset_index(drop=True)
+
+
+def across_view(table: pd.DataFrame) -> tuple[Column, ...]:
+    """The columns of :func:`ops_across_backends`' table that it has."""
+    backends = [c.removesuffix("_ms") for c in table.columns if c.endswith("_ms")]
+    columns = [Column("phase", "phase"), Column("op", "op", shorten=NAME_CHARS)]
+    columns += [Column(f"{b}_ms", f"{b} ms/iter", fmt_ms, True) for b in backends]
+    if {"dyn", "nv"} <= set(backends):
+        columns.append(Column("dyn_over_nv", "dyn/nv", fmt_ratio, True))
+    return tuple(columns)

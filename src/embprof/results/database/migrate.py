@@ -4,6 +4,9 @@ transaction), in a copy in memory by a read (the file left as it is).
 Version 1 -> 2 (issue 33): the per-op rows' samples leave ``opcalls.ms_by_iter`` (``;``-joined
 text) for a table of their own, ``op_samples``, one row per row and iteration. Every config's
 rows change shape, so the next write of a run replaces all of its configs once.
+
+Version 2 -> 3 (issue 31): columns of NVIDIA's dynamicemb (``nv_*``) in ``records`` (null in
+records written before it ran) and in the ``summary`` view.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import sqlite3
 
 import sqlite_utils
 
-from embprof.results.database.schema import DOCS, OP_SAMPLES, OPCALLS, SCHEMA_VERSION, create_schema
+from embprof.results.database.schema import DOCS, OP_SAMPLES, OPCALLS, SCHEMA_VERSION, TABLES, create_schema
 
 LEGACY_SAMPLES = "ms_by_iter"
 
@@ -21,6 +24,7 @@ def upgrade(db: sqlite_utils.Database, version: int) -> None:
     """``db`` (of schema ``version``) to :data:`SCHEMA_VERSION`; the caller holds the transaction."""
     if version < 2:
         _samples_to_their_table(db)
+    _add_missing_columns(db)
     create_schema(db)
     db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
 
@@ -52,3 +56,15 @@ def _samples_to_their_table(db: sqlite_utils.Database) -> None:
         for row in rows for i, ms in enumerate(row[-1].split(";"))
     )
     db[OP_SAMPLES.name].insert_all(samples, pk=OP_SAMPLES.pk, batch_size=10_000)
+
+
+def _add_missing_columns(db: sqlite_utils.Database) -> None:
+    """Columns a table of this schema has and the file's lacks, added (null in its rows)."""
+    names = set(db.table_names())
+    for table in TABLES:
+        if table.name not in names:
+            continue
+        have = db[table.name].columns_dict
+        for column in table.columns:
+            if column.name not in have:
+                db[table.name].add_column(column.name, column.type)

@@ -29,7 +29,7 @@ from embprof.results.provenance import read_provenance
 from embprof.results.records import finite_or_null
 from embprof.results.run import Run
 from embprof.results.samples import KEY as SAMPLE_KEY
-from embprof.results.timings import TIMING_METRICS, timing_summary
+from embprof.results.timings import RECORD_METRICS, timing_summary
 
 RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:+-]{0,99}$")
 OP_KEY = ["backend", "phase", "parent_stages", "op"]
@@ -180,7 +180,7 @@ def _record_row(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def _timing_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     rows = []
-    for metric in TIMING_METRICS:
+    for metric in RECORD_METRICS:
         try:
             summary = timing_summary(record, metric)
         except (TypeError, ValueError):

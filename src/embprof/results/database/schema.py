@@ -13,9 +13,11 @@ from dataclasses import dataclass
 import sqlite_utils
 from sqlite_utils.db import ForeignKey
 
-from embprof.results.timings import TIMING_METRICS
+from embprof.results.timings import RECORD_METRICS
 
-SCHEMA_VERSION = 2  # 2 (issue 33): op_samples holds opcalls.ms_by_iter, one row per iteration
+# 2 (issue 33): op_samples holds opcalls.ms_by_iter, one row per iteration; 3 (issue 31): the
+# records' and the summary's columns of NVIDIA's dynamicemb (nv) beside dyn's and trc's.
+SCHEMA_VERSION = 3
 RUN_KEY = ("run_id",)
 CONFIG_KEY = ("run_id", "label")
 
@@ -57,7 +59,7 @@ def _c(name: str, type_: type, doc: str) -> Column:
 
 _RUN = _c("run_id", str, "the run (runs.run_id)")
 _LABEL = _c("label", str, "the config label (configs.label)")
-_MEDIANS = tuple(_c(m, float, f"median of the repeats of {m.removesuffix('_ms').replace('_', ' ')}, ms") for m in TIMING_METRICS)
+_MEDIANS = tuple(_c(m, float, f"median of the repeats of {m.removesuffix('_ms').replace('_', ' ')}, ms") for m in RECORD_METRICS)
 
 META = Table(
     "meta", "This file's schema version, and which run its results folder holds.",
@@ -146,6 +148,7 @@ RECORDS = Table(
      _c("avg_n_total", float, "ids per iteration"),
      *_MEDIANS,
      _c("trc_skip_reason", str, "why the TorchRec/FBGEMM baseline did not run"),
+     _c("nv_skip_reason", str, "why NVIDIA's dynamicemb did not run"),
      _c("torch_version", str, "torch's version"),
      _c("fbgemm_gpu_version", str, "fbgemm_gpu's version"),
      _c("torchrec_version", str, "torchrec's version"),
@@ -220,7 +223,7 @@ RUN_TABLES = (RUNS, CONFIGS, RECORDS, TIMINGS, OPCALLS, OP_SAMPLES, BUSY)
 TABLES = (META, DOCS, *RUN_TABLES)
 CONFIG_TABLES = (CONFIGS, RECORDS, TIMINGS, OPCALLS, OP_SAMPLES, BUSY)
 
-_SPREADS = ("dyn_train_ms", "trc_train_ms", "dyn_eval_ms", "trc_eval_ms")
+_SPREADS = ("dyn_train_ms", "trc_train_ms", "dyn_eval_ms", "trc_eval_ms", "nv_train_ms", "nv_eval_ms")
 # The report's summary table (embprof.report.tables.headline): a failed config keeps its row
 # and shows its failure; numbers only of records whose status is ok.
 SUMMARY = View(
@@ -234,6 +237,8 @@ SELECT c.run_id, c.label,
   {", ".join(f"CASE WHEN r.status = 'ok' THEN s.{m}_spread END AS {m}_spread" for m in _SPREADS)},
   CASE WHEN r.status = 'ok' AND r.trc_train_ms != 0 THEN r.dyn_train_ms * 1.0 / r.trc_train_ms END AS train_ratio,
   CASE WHEN r.status = 'ok' AND r.trc_eval_ms != 0 THEN r.dyn_eval_ms * 1.0 / r.trc_eval_ms END AS eval_ratio,
+  CASE WHEN r.status = 'ok' AND r.nv_train_ms != 0 THEN r.dyn_train_ms * 1.0 / r.nv_train_ms END AS nv_ratio,
+  CASE WHEN r.status = 'ok' AND r.nv_eval_ms != 0 THEN r.dyn_eval_ms * 1.0 / r.nv_eval_ms END AS nv_eval_ratio,
   CASE WHEN r.status = 'ok' THEN s.repeats END AS repeats,
   CASE WHEN r.status = 'ok' THEN r.avg_n_unique END AS unique_ids,
   CASE WHEN r.status = 'ok' THEN r.avg_n_total END AS total_ids,
@@ -253,6 +258,8 @@ LEFT JOIN (
      *((f"{m}_spread", f"its spread, %") for m in _SPREADS),
      ("train_ratio", "dyn_train_ms / trc_train_ms"),
      ("eval_ratio", "dyn_eval_ms / trc_eval_ms"),
+     ("nv_ratio", "dyn_train_ms / nv_train_ms (ours against NVIDIA's dynamicemb)"),
+     ("nv_eval_ratio", "dyn_eval_ms / nv_eval_ms"),
      ("repeats", "timed passes behind each median"),
      ("unique_ids", "unique ids per iteration"),
      ("total_ids", "ids per iteration"),
