@@ -86,3 +86,14 @@ def test_error_bars_span_the_fastest_to_the_slowest_repeat(records, fig):
     old = {k: v for k, v in rec.items() if k not in ("repeats", "timer", "timings")}
     bars = [t for t in latency_figure([old]).data if t.name in ("dyn backward", "dyn eval")]
     assert bars and all(t.error_y.array is None for t in bars)
+
+
+def test_nvidias_dynamicemb_draws_its_own_bars_where_a_record_times_it():
+    """Issue 31: a record with nv times gets nv's forward, backward and eval bars beside dyn's and trc's."""
+    timed = record(LABELS[0]) | {"nv_forward_ms": 1.0, "nv_backward_ms": 2.0, "nv_train_ms": 3.0, "nv_eval_ms": 0.5}
+    fig = latency_figure([timed, record(LABELS[1])])
+    names = {t.name for t in fig.data if t.customdata[0][0] == LABELS[0]}
+    assert {"nv forward", "nv backward", "nv eval"} <= names
+    nv = {t.name: t for t in fig.data if t.name.startswith("nv")}
+    assert nv["nv backward"].base == nv["nv forward"].y and list(nv["nv forward"].y) == [1.0]
+    assert all(t.customdata[0][0] == LABELS[0] for t in nv.values())  # the other record timed no nv

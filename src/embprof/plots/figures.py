@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-BACKENDS = ("dyn", "trc")
-BACKEND_NAMES = {"dyn": "DynamicEmb", "trc": "TorchRec TBE"}
+BACKENDS = ("dyn", "trc", "nv")
+BACKEND_NAMES = {"dyn": "DynamicEmb", "trc": "TorchRec TBE", "nv": "NVIDIA dynamicemb"}
 PHASE_COLORS = {"forward": "#4C78A8", "backward": "#F58518"}
 OTHER_PHASE_COLOR = "#9D9D9D"
 # Colour-blind-safe qualitative palette (Okabe-Ito, then Tableau 10 extras) for ops.

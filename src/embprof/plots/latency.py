@@ -32,7 +32,11 @@ SERIES_COLORS = {
     ("trc", "forward"): "#B45309",
     ("trc", "backward"): "#F6B26B",
     ("trc", "eval"): "#E69138",
+    ("nv", "forward"): "#38761D",
+    ("nv", "backward"): "#93C47D",
+    ("nv", "eval"): "#6AA84F",
 }
+LATENCY_BACKENDS = ("dyn", "trc", "nv")  # a backend with no time in any record draws no bar
 
 
 @dataclass(frozen=True, order=True)
@@ -83,7 +87,7 @@ def timed_configs(records: Iterable[Mapping[str, Any]]) -> list[Timed]:
             f"<br>{fields.pooling} cap={'-'.join(caps)}"
         )
         keys = [
-            f"{b}_{p}_ms" for b in ("dyn", "trc") for p in ("forward", "backward", "train", "eval")
+            f"{b}_{p}_ms" for b in LATENCY_BACKENDS for p in ("forward", "backward", "train", "eval")
         ]
         repeats = {k: repeat_values(record, k) for k in keys if k.endswith(("_train_ms", "_eval_ms"))}
         timed.append(
@@ -185,7 +189,7 @@ def latency_figure(
             if not cell:
                 _mark_empty(fig, row, col)
                 continue
-            for backend in ("dyn", "trc"):
+            for backend in LATENCY_BACKENDS:
                 for part, base in (("forward", None), ("backward", "forward"), ("eval", None)):
                     name = f"{backend} {part}"
                     bar = _bar(cell, backend, part, first=name not in seen, base_part=base)
