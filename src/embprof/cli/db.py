@@ -1,4 +1,4 @@
-"""The run's results as one SQLite database, and several runs in one (docs/DATABASE.md).
+"""The run's results as one SQLite database, and several runs in one (docs/database.md).
 
     embprof db write [--results-dir results] [--run-id ID]    the folder's run -> RESULTS/embprof.sqlite
     embprof db merge SOURCE [--into DB] [--run-id ID]         another folder's run (or a database's runs) added

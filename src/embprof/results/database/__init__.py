@@ -1,4 +1,4 @@
-"""The results database (``results/embprof.sqlite``, docs/DATABASE.md): a run's files as one
+"""The results database (``results/embprof.sqlite``, docs/database.md): a run's files as one
 queryable SQLite file, written with sqlite-utils; other runs merged in make it a history.
 
 :mod:`~embprof.results.database.schema` defines its tables and views,

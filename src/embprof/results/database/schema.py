@@ -1,4 +1,4 @@
-"""The results database's tables and views, each column with what it means (docs/DATABASE.md).
+"""The results database's tables and views, each column with what it means (docs/database.md).
 
 The schema is data: :data:`TABLES` and :data:`VIEWS` create the database and, through the
 ``schema_docs`` table written beside them, document it, so that ``embprof db schema``
