@@ -30,7 +30,7 @@ from embprof.results.steps import RUN_STEPS, read_statuses, succeeded
 from embprof.workflow.ec import LAUNCHER as EC_LAUNCHER, load_family
 from embprof.workflow.environment import host_memory_bytes
 from embprof.workflow.inputs import cheap_signature
-from embprof.workflow.run import WorkflowRun
+from embprof.workflow.run import PER_CONFIG, WorkflowRun
 
 # The checkout this workflow lives in: its benchmark suite is what the profiles run, unless
 # the config names another (`suite`).
@@ -60,13 +60,20 @@ def get_all_cores():
 
 @lru_cache(maxsize=4)
 def _read_configs(path, mtime_ns):
-    return {c.label: c.test_id for c in read_configs(path)}
+    configs = {c.label: c.test_id for c in read_configs(path)}
+    RUN.plan_configs(list(configs), dry=workflow.dryrun)  # a collect job may have listed new ones
+    return configs
 
 
 def get_configs():
-    """label -> test id, from the collect checkpoint's table."""
-    table = checkpoints.collect.get().output.table
-    return _read_configs(table, os.stat(table).st_mtime_ns)
+    """label -> test id, from the collect checkpoint's table (asked of Snakemake until it is there:
+    once a checkpoint's output is there it stays there for the run, so its path is kept)."""
+    if not _COLLECTED:
+        _COLLECTED.append(checkpoints.collect.get().output.table)
+    return _read_configs(_COLLECTED[0], os.stat(_COLLECTED[0]).st_mtime_ns)
+
+
+_COLLECTED = []
 
 
 def get_labels():
@@ -81,26 +88,23 @@ def get_test_id(wildcards):
     return configs[wildcards.label]
 
 
-@cheap_signature
-def get_profile_options(wildcards):
-    return RUN.profile_options(wildcards.label)
+def get_options(rule):
+    """The run options of ``rule``'s command: one string where no override tells configs apart,
+    else an input function of the config."""
+    options = RUN.profile_options if rule == "profile" else RUN.timing_options
+    if RUN.same_options_for_all:
+        return options("")
+    return cheap_signature(lambda wildcards: options(wildcards.label))
 
 
-@cheap_signature
-def get_timing_options(wildcards):
-    return RUN.timing_options(wildcards.label)
-
-
-def get_settings(rule):
-    """The input function of ``rule``'s settings (one per config for the benchmark's runs): the plan
-    of its record in results/settings/, dated so that a change re-runs the rule
-    (embprof.workflow.settings: a record is written only by the job that succeeded with it)."""
-
-    @cheap_signature
-    def settings_file(wildcards):
-        return RUN.plan(rule, getattr(wildcards, "label", None), dry=workflow.dryrun)
-
-    return settings_file
+def get_settings(step):
+    """The plan of ``step``'s record in results/settings/ (one per config for the per-config steps),
+    dated so that a change re-runs the step (embprof.workflow.settings; a record is written only by
+    the job that succeeded with it). An input function; for a per-config step, the plans' pattern
+    (embprof.workflow.run.WorkflowRun.plan_pattern says why each is planned before it is read)."""
+    if step in PER_CONFIG:
+        return RUN.plan_pattern(step)
+    return cheap_signature(lambda wildcards: RUN.plan(step, None, dry=workflow.dryrun))
 
 
 def get_trace():

@@ -13,7 +13,7 @@ rule profile:
         preset=RUN.preset,
         profiler=RUN.profiler,
         nsys=RUN.nsys_option,
-        options=get_profile_options,
+        options=get_options("profile"),
         suite=RUN.suite_option,
         code=RUN.code_param("profile"),
     log:

@@ -10,7 +10,7 @@ rule timing:
     params:
         test_id=get_test_id,
         preset=RUN.preset,
-        options=get_timing_options,
+        options=get_options("timing"),
         suite=RUN.suite_option,
         code=RUN.code_param("timing"),
     threads: get_all_cores()

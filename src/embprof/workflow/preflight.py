@@ -86,7 +86,9 @@ def compare_to_problem(compare_to: str | None, results: ResultsLayout) -> str | 
     previous = ResultsLayout(folder).benchmark_results
     if not previous.is_file():
         return f"compare_to: {compare_to}: not a results folder (it has no {previous.name})"
-    from embprof.results.records import read_results  # numpy's import, only where there is a folder to read
+    from embprof.results.records import (
+        read_results,  # numpy's import, only where there is a folder to read
+    )
 
     try:
         read_results(previous)

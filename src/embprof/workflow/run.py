@@ -26,12 +26,12 @@ import embprof
 from embprof.defaults import BANDWIDTH_TABLE, KERNEL_CATEGORIES, config_file
 from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
-from embprof.results.layout import ResultsLayout
+from embprof.results.layout import LABEL, ResultsLayout
 from embprof.workflow.code import step_digests, tree_digest
 from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.preflight import results_problems, run_problems, suite_facts
 from embprof.workflow.profiler import find_nsys, resolve_profiler
-from embprof.workflow.settings import Settings
+from embprof.workflow.settings import PLANS, Settings
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
 from embprof.workflow.suite import Suite, make_suite, suite_digest
 from embprof.workflow.validation import invalid_config, validate_config
@@ -139,6 +139,11 @@ class WorkflowRun:
         settings["extra_args"] = self.size_args + list(settings["extra_args"])
         return settings
 
+    @property
+    def same_options_for_all(self) -> bool:
+        """No override: every config's run options are the global ones."""
+        return not self.config["overrides"]
+
     def profile_options(self, label: str) -> str:
         return _options(self.run_settings(label), "profile_iterations")
 
@@ -212,40 +217,55 @@ class WorkflowRun:
         """The input file of ``rule``'s job (of ``label`` for a per-config rule): the plan of its record,
         dated so that a change re-runs the job (:class:`~embprof.workflow.settings.Settings`); ``dry``:
         a dry run, which fills in no record."""
+        return self._book(dry).plan(rule, label if rule in PER_CONFIG else None)
+
+    def plan_configs(self, labels: Sequence[str], dry: bool) -> None:
+        """Plan every per-config job of ``labels`` not planned yet (configs a collect job listed just now)."""
+        self._book(dry).plan_configs(labels)
+
+    def plan_pattern(self, rule: str) -> Path:
+        """Where the plans of a per-config rule lie, ``{label}`` for the config: the rule's input names
+        them so, without a function to call per job. Every job of a per-config rule is planned before
+        Snakemake looks at its plan: each has among its inputs the output of a job whose creation asks a
+        settings plan or the configs (collect for profile and timing, status for the breakdown,
+        plotly_js for the sunburst, peak_bandwidth for the bandwidth), and the first such ask plans
+        every job of the configs listed (:class:`_Plans`)."""
+        assert rule in PER_CONFIG, f"{rule} has one job, whose plan its input function names"
+        return PLANS / self.layout.settings(rule, LABEL)
+
+    def _book(self, dry: bool) -> _Plans:
         if self._plans is None:
-            self._plans = _Plans(self)
-        return self._plans.plan(rule, label if rule in PER_CONFIG else None, dry)
+            self._plans = _Plans(self, dry)
+        return self._plans
 
 
 class _Plans:
     """Every job's plan, planned once per run; the first ask plans every job of the configs listed so
-    far, since Snakemake takes a file that appears in a folder it has already listed while it builds
-    the DAG as missing."""
+    far (per-config rules name their plans by a pattern; and Snakemake takes a file that appears in a
+    folder it has already listed while it builds the DAG as missing)."""
 
-    def __init__(self, run: WorkflowRun) -> None:
-        self.run = run
-        self.book = Settings(CACHE / "settings")
+    def __init__(self, run: WorkflowRun, dry: bool) -> None:
+        self.run, self.dry = run, dry
+        self.book = Settings(PLANS)
         self.planned: dict[tuple[str, str | None], Path] = {}
+        configs = run.layout.configs
+        labels = [c.label for c in read_configs(configs)] if configs.is_file() else []
+        for rule in ("collect", "environment", "report", "plotly_js", *CODE_ONLY):
+            if rule not in PER_CONFIG:
+                self.plan(rule, None)
+        self.plan_configs(labels)
 
-    def plan(self, rule: str, label: str | None, dry: bool) -> Path:
+    def plan(self, rule: str, label: str | None) -> Path:
         key = (rule, label)
         if key not in self.planned:
-            if not self.planned:
-                self._plan_every_job(dry)
-            if key not in self.planned:
-                self.planned[key] = self._plan(rule, label, dry)
+            record = self.run.layout.settings(rule, label)
+            self.planned[key] = self.book.plan(record, self.run.settings(rule, label), dry=self.dry)
         return self.planned[key]
 
-    def _plan_every_job(self, dry: bool) -> None:
-        configs = self.run.layout.configs
-        labels: Sequence[str] = [c.label for c in read_configs(configs)] if configs.is_file() else []
-        for rule in ("collect", "environment", "report", "plotly_js", *CODE_ONLY, *PER_CONFIG):
-            for label in labels if rule in PER_CONFIG else [None]:
-                if (rule, label) not in self.planned:
-                    self.planned[(rule, label)] = self._plan(rule, label, dry)
-
-    def _plan(self, rule: str, label: str | None, dry: bool) -> Path:
-        return self.book.plan(self.run.layout.settings(rule, label), self.run.settings(rule, label), dry=dry)
+    def plan_configs(self, labels: Sequence[str]) -> None:
+        for label in labels:
+            for rule in PER_CONFIG:
+                self.plan(rule, label)
 
 
 def _options(settings: Mapping[str, Any], iterations_key: str) -> str:

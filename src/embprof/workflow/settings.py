@@ -31,6 +31,7 @@ import json
 import os
 import time
 from collections.abc import Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,14 @@ PLANNED_AT = "planned_at_ns"  # in a plan of changed settings only
 
 def settings_text(settings: Mapping[str, Any]) -> str:
     """A record's content: canonical JSON, so equal settings give equal bytes."""
-    return json.dumps(dict(settings), indent=1, sort_keys=True) + "\n"
+    return _canonical(json.dumps(dict(settings), sort_keys=True))
+
+
+@lru_cache(maxsize=1024)
+def _canonical(compact: str) -> str:
+    """The indented text of compact JSON (json's indenting encoder is pure Python; the jobs of one
+    rule share their settings, so a run's hundreds of plans are a handful of texts)."""
+    return json.dumps(json.loads(compact), indent=1, sort_keys=True) + "\n"
 
 
 def _read(path: Path) -> dict | None:
@@ -74,7 +82,7 @@ class Settings:
         wanted = json.loads(text)
         held = _read(record)
         plan = self.plans / record
-        if not record.exists() or (held is not None and _agrees(held, wanted)):
+        if (held is None and not record.exists()) or (held is not None and _agrees(held, wanted)):
             filled = {**(held or {}), **wanted}
             if held != filled and not dry:  # fill in what was never recorded, dated 0
                 write_text(record, settings_text(filled))
