@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from embprof.errors import ContractError
+from embprof.stats import summarize
 
 # dyn: this project's library; trc: FBGEMM's TBE (what TorchRec runs); nv: NVIDIA's dynamicemb
 # (since issue 31). The order is the order a benchmark runs them in and a record lists them.
@@ -39,8 +40,6 @@ WALL_CLOCK = "wall_clock"  # what records from before the timer field used on th
 
 def timing_entry(values: Sequence[float]) -> dict[str, Any]:
     """What a record holds for one metric: its repeats and their summary."""
-    from embprof.stats import summarize  # numpy: not for the readers the Snakefile imports at parse time
-
     return {"repeats": [float(v) for v in values], **summarize(values)}
 
 

@@ -246,7 +246,7 @@ class _Plans:
 
     def __init__(self, run: WorkflowRun, dry: bool) -> None:
         self.run, self.dry = run, dry
-        self.book = Settings(PLANS)
+        self.book = Settings(PLANS, known=CACHE / "plans-settled.json")
         self.planned: dict[tuple[str, str | None], Path] = {}
         configs = run.layout.configs
         labels = [c.label for c in read_configs(configs)] if configs.is_file() else []
@@ -266,6 +266,7 @@ class _Plans:
         for label in labels:
             for rule in PER_CONFIG:
                 self.plan(rule, label)
+        self.book.save()
 
 
 def _options(settings: Mapping[str, Any], iterations_key: str) -> str:
