@@ -8,7 +8,8 @@ and for each job the settings its record holds (:mod:`embprof.workflow.settings`
 the options its command takes. Nothing here imports torch or runs pytest.
 
 Values the rules pass as params are Snakemake's own record of a job (``.snakemake/``):
-they keep the names and values they had, so that an upgrade re-runs nothing.
+they keep the names and values they had when the rules built them inline, so that moving
+them here re-ran nothing.
 """
 
 from __future__ import annotations
