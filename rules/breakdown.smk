@@ -3,7 +3,7 @@ rule breakdown:
     # categories: config/kernel_categories.yaml where the working directory has one,
     # else the packaged default (the command's own default, so a re-run by hand agrees).
     input:
-        trace=get_breakdown_trace,
+        trace=get_breakdown_trace(),
         # After the status checkpoint, whose output only orders it (ancient): which configs get
         # a breakdown follows the status, and a re-run plans from the last run's status until the
         # checkpoint has run again (a profile that fails now leaves an empty trace, never read).
@@ -15,7 +15,7 @@ rule breakdown:
         busy=update(L.busy(LABEL)),
     params:
         out_dir=L.opcalls_dir,
-        code=DIGEST["breakdown"],
+        code=RUN.code_param("breakdown"),
     log:
         L.log("breakdown", LABEL),
     benchmark:

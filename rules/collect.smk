@@ -7,10 +7,10 @@ checkpoint collect:
     output:
         table=update(L.configs),
     params:
-        preset=config["preset"],
-        selection=get_collect_options(),
-        suite=SUITE_ARG,
-        code=DIGEST["suite"],
+        preset=RUN.preset,
+        selection=RUN.collect_options,
+        suite=RUN.suite_option,
+        code=RUN.code_param("collect"),
     log:
         L.log("collect"),
     benchmark:

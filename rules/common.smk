@@ -1,5 +1,6 @@
-# Config validation, the profiler choice, the results layout, wildcard constraints and every
-# input function. Nothing here imports torch or runs pytest: parsing stays cheap.
+# Checks and input functions, nothing else. What a run is (its config checked, its suite, profiler
+# and code, each job's settings and command options) is embprof.workflow.run's WorkflowRun, built
+# once here; nothing imports torch or runs pytest, so parsing stays cheap.
 #
 # Paths: the workflow's own files (the benchmark suite, the default config) are found from
 # this file, so the workflow runs from any working directory and as a Snakemake module;
@@ -9,108 +10,47 @@
 # Every output is marked update(): Snakemake keeps its previous version while the job runs
 # and puts it back when the job fails (each command writes whole files by a rename), so a
 # failing step never leaves the user with less than before, e.g. the last good report.
-import importlib.metadata
 import os
-import shlex
-import sys
 from functools import lru_cache
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
 try:
-    import embprof
+    from embprof.errors import EmbprofError
 except ImportError:
     raise WorkflowError(
         "the workflow's steps are the embprof command: install the package first "
         "(pip install <this checkout>, or `make .venv/.installed` in it)"
     ) from None
 
-from embprof.defaults import BANDWIDTH_TABLE, KERNEL_CATEGORIES, config_file
-from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
-from embprof.results.layout import EC_RUN, LABEL, ResultsLayout
+from embprof.results.layout import EC_RUN, LABEL
 from embprof.results.steps import RUN_STEPS, read_statuses, succeeded
-from embprof.workflow.code import step_digests, tree_digest
-from embprof.workflow.configs import code_digest, overrides_for
+from embprof.workflow.ec import LAUNCHER as EC_LAUNCHER, load_family
 from embprof.workflow.environment import host_memory_bytes
-from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems
-from embprof.workflow.profiler import find_nsys, resolve_profiler
-from embprof.workflow.settings import Settings
-from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
-from embprof.workflow.suite import make_suite, suite_digest
-from embprof.workflow.validation import invalid_config, validate_config
+from embprof.workflow.inputs import cheap_signature
+from embprof.workflow.run import PER_CONFIG, WorkflowRun
 
 # The checkout this workflow lives in: its benchmark suite is what the profiles run, unless
 # the config names another (`suite`).
 WORKFLOW_ROOT = Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parent
-sys.path.insert(0, str(WORKFLOW_ROOT))  # the checkout's benchmark/ package (its sizes, no torch)
-PACKAGE = Path(embprof.__file__).parent
-L = ResultsLayout("results")
 
-from benchmark.configs import extra_args_problem, inputs_problem, preset_labels, select_problem
-
-# Everything that can be known before the run stops it here, one line per problem.
+# Everything that can be known before the run stops it here, one line per problem: the schema,
+# the suite's facts, the results files the input functions read, the profiler; and the
+# EmbeddingCollection family's config (rules/embedding_collection.smk).
 try:
-    validate_config(config)
-except ConfigError as exc:
+    RUN = WorkflowRun.from_config(config, WORKFLOW_ROOT, memory=host_memory_bytes())
+    EC = load_family(WORKFLOW_ROOT)
+except EmbprofError as exc:
     raise WorkflowError(str(exc)) from None
-SUITE = make_suite(
-    WORKFLOW_ROOT, config["suite"], config["suite_args"], config["suite_env"], config["suite_launcher"], check=False
-)
-_SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
-_PROBLEMS = run_problems(config, _SUITE, L, host_memory_bytes(), SUITE)
-if _PROBLEMS:
-    raise WorkflowError(str(invalid_config(_PROBLEMS)))
-_BROKEN = results_problems(L)
-if _BROKEN:
-    raise WorkflowError(str(invalid_config(_BROKEN, f"broken files in {L.root}/")))
-try:
-    NSYS = find_nsys(config["nsys"]) if config["profiler"] != "torch" else None
-    PROFILER = resolve_profiler(config["profiler"], NSYS)
-except ConfigError as exc:
-    raise WorkflowError(f"config: {exc}") from None
-
-put_interpreter_first_on_path()
-# Jobs started elsewhere (cluster nodes re-parse this file) resolve `auto` the same way.
-pin_profiler(PROFILER)
-if PROFILER == "nsys" and NSYS is None:
-    NSYS = "nsys"  # not on this host's PATH; the job looks it up where it runs
-NSYS_ARG = f"--nsys {shlex.quote(NSYS)}" if NSYS else ""
-# Relative to the working directory, so that a checkout elsewhere with its results beside
-# it (same code, another path) re-runs nothing; "." when run from the checkout itself.
-SUITE_ARG = shlex.join(SUITE.options(relative_to="."))
-# Defaults ship with the package; the working directory's config/ overrides them (the
-# commands resolve the same files by themselves; the digests re-run on an edit).
-CATEGORIES = config_file(KERNEL_CATEGORIES)
-BANDWIDTH = config_file(BANDWIDTH_TABLE)
-
-# Code a step depends on: the modules its command imports (embprof.workflow.code: the import
-# graph of embprof.cli.<step>, cached under .snakemake/), and the measured code (in the
-# checkout, or another suite's folder). Each is recorded with the step's settings in
-# results/settings/, so that editing the code re-runs the step in any clone a copy of
-# results/ reaches, while a fresh clone (same content, new mtimes, another path) re-runs
-# nothing; the rules' params carry them too.
-CODE = step_digests(PACKAGE, cache=Path(".snakemake", "embprof", "code-embprof.json"))
-DIGEST = dict(CODE)
-if SUITE.own:
-    DIGEST["measured"] = tree_digest(WORKFLOW_ROOT, ["benchmark", "src/dynemb"], cache=Path(".snakemake", "embprof", "code-measured.json"))
-    DIGEST["suite"] = tree_digest(WORKFLOW_ROOT, ["benchmark"], cache=Path(".snakemake", "embprof", "code-suite.json"))  # what collection lists
-else:  # another suite: its file and the .py files beside it measure and list
-    DIGEST["measured"] = DIGEST["suite"] = suite_digest(SUITE)
-# The figure pages load the plotly.js that plotly.py ships: a new plotly writes it again.
-PLOTLY_VERSION = importlib.metadata.version("plotly")
-# An overriding file re-runs its step as an edit of the code would.
-TABLE_DIGEST = {
-    step: code_digest([file.name], root=file.parent)
-    for step, file in (("breakdown", CATEGORIES), ("bandwidth", BANDWIDTH))
-}
-for _step, _digest in TABLE_DIGEST.items():
-    DIGEST[_step] = f"{DIGEST[_step]}-{_digest}"
+RUN.prepare_jobs()
+L = RUN.layout
 
 
 wildcard_constraints:
     label=r"T\d+_totalB\d+_D\d+_[A-Za-z0-9_.=-]+",
+    ec_run="|".join(EC.runs),
 
 
 def get_all_cores():
@@ -120,19 +60,27 @@ def get_all_cores():
 
 @lru_cache(maxsize=4)
 def _read_configs(path, mtime_ns):
-    return {c.label: c.test_id for c in read_configs(path)}
+    configs = {c.label: c.test_id for c in read_configs(path)}
+    RUN.plan_configs(list(configs), dry=workflow.dryrun)  # a collect job may have listed new ones
+    return configs
 
 
 def get_configs():
-    """label -> test id, from the collect checkpoint's table."""
-    table = checkpoints.collect.get().output.table
-    return _read_configs(table, os.stat(table).st_mtime_ns)
+    """label -> test id, from the collect checkpoint's table (asked of Snakemake until it is there:
+    once a checkpoint's output is there it stays there for the run, so its path is kept)."""
+    if not _COLLECTED:
+        _COLLECTED.append(checkpoints.collect.get().output.table)
+    return _read_configs(_COLLECTED[0], os.stat(_COLLECTED[0]).st_mtime_ns)
+
+
+_COLLECTED = []
 
 
 def get_labels():
     return list(get_configs())
 
 
+@cheap_signature
 def get_test_id(wildcards):
     configs = get_configs()
     if wildcards.label not in configs:
@@ -140,152 +88,32 @@ def get_test_id(wildcards):
     return configs[wildcards.label]
 
 
-# Size options shape the labels, so collection and every run of a config pass them alike.
-SIZE_ARGS = [f"--total-cap={config['total_cap']}"] if config["total_cap"] else []
-# Which suite runs, and with what: part of every setting of the steps that run it (none for this
-# project's suite as it always ran, so its results folders keep their settings).
-SUITE_SETTINGS = {
-    key: value
-    for key, value in (
-        ("suite", None if SUITE.own else SUITE.file.name),
-        ("suite_args", list(SUITE.args)),
-        ("suite_env", dict(SUITE.env)),
-        ("suite_launcher", list(SUITE.launcher)),
-    )
-    if value
-}
+def get_options(rule):
+    """The run options of ``rule``'s command: one string where no override tells configs apart,
+    else an input function of the config."""
+    options = RUN.profile_options if rule == "profile" else RUN.timing_options
+    if RUN.same_options_for_all:
+        return options("")
+    return cheap_signature(lambda wildcards: options(wildcards.label))
 
 
-def get_run_settings(label):
-    """The config's run settings: the global keys, then every matching override."""
-    settings = {
-        "num_iterations": config["num_iterations"],
-        "profile_iterations": config["profile_iterations"],
-        "repeats": config["repeats"],
-        "torchrec": config["torchrec"],
-        "extra_args": [],
-    }
-    settings.update(overrides_for(label, config["overrides"]))
-    settings["extra_args"] = SIZE_ARGS + list(settings["extra_args"])
-    return settings
-
-
-def _options(settings, iterations_key):
-    options = []
-    if settings[iterations_key] is not None:
-        options.append(f"--num-iterations {int(settings[iterations_key])}")
-    if not settings["torchrec"]:
-        options.append("--no-torchrec")
-    options += [shlex.quote(f"--extra-arg={arg}") for arg in settings["extra_args"]]
-    return " ".join(options)
-
-
-def get_profile_options(wildcards):
-    return _options(get_run_settings(wildcards.label), "profile_iterations")
-
-
-def get_timing_options(wildcards):
-    settings = get_run_settings(wildcards.label)
-    repeats = f" --repeats {int(settings['repeats'])}" if settings["repeats"] is not None else ""
-    return _options(settings, "num_iterations") + repeats
-
-
-# The settings that shape each step's outputs, beside its code, as files in results/settings/:
-# they travel with a copied results/, so a changed setting re-runs its steps in any clone
-# (Snakemake's own params trigger lives in .snakemake/, which stays behind).
-# A record is written only by the job that made what it describes (embprof.workflow.settings):
-# planning writes plans under .snakemake/, and each job's command records its plan once it has
-# succeeded (`embprof <step> ... --record-settings PLAN`). One record per job: per config for per-config rules.
-SETTINGS_BOOK = Settings()
-PER_CONFIG_SETTINGS = ("profile", "timing", "breakdown", "bandwidth", "sunburst")
-
-
-def _run_settings(label, iterations_key):
-    settings = get_run_settings(label)
-    return {
-        "preset": config["preset"],
-        "iterations": settings[iterations_key],
-        "torchrec": settings["torchrec"],
-        "extra_args": settings["extra_args"],
-    }
-
-
-def _code(*steps):
-    """The steps' code digests as one (None where one is unknown here: another suite not on this host)."""
-    parts = [CODE[step] if step in CODE else DIGEST[step] for step in steps]
-    return None if None in parts else "-".join(parts)
-
-
-def _known(settings):
-    """Settings without a code digest this host cannot know (the record's stands)."""
-    return {k: v for k, v in settings.items() if not (k == "code" and v is None)}
-
-
-SETTINGS = {
-    "collect": lambda label: {
-        "preset": config["preset"],
-        "select": config["select"],
-        "labels": config["labels"],
-        "size_args": SIZE_ARGS,
-        "code": _code("suite", "collect"),
-        **SUITE_SETTINGS,
-    },
-    "profile": lambda label: {
-        **_run_settings(label, "profile_iterations"), "profiler": PROFILER, "code": _code("measured", "profile"),
-        **SUITE_SETTINGS,
-    },
-    "timing": lambda label: {
-        **_run_settings(label, "num_iterations"), "repeats": get_run_settings(label)["repeats"],
-        "code": _code("measured", "timing"),
-        **SUITE_SETTINGS,
-    },
-    "breakdown": lambda label: {"kernel_categories": TABLE_DIGEST["breakdown"], "code": _code("breakdown")},
-    "bandwidth": lambda label: {"bandwidth_table": TABLE_DIGEST["bandwidth"], "code": _code("bandwidth")},
-    "environment": lambda label: {"preset": config["preset"], "profiler": PROFILER, "code": _code("environment")},
-    "report": lambda label: {"compare_to": config["compare_to"], "code": _code("report")},
-    "plotly_js": lambda label: {"plotly": PLOTLY_VERSION, "code": _code("plotly_js")},
-    **{
-        step: (lambda label, step=step: {"code": _code(step)})
-        for step in ("status", "aggregate", "sunburst", "latency_plot", "peak_bandwidth", "bandwidth_plot", "database")
-    },
-}
-
-
-def get_settings(rule):
-    """The input function of ``rule``'s settings (one per config for the benchmark's runs): the plan
-    of its record in results/settings/, dated so that a change re-runs the rule."""
-
-    def settings_file(wildcards):
-        return _plan(rule, wildcards.label if rule in PER_CONFIG_SETTINGS else None)
-
-    return settings_file
-
-
-@lru_cache(maxsize=None)
-def _plan(rule, label):
-    """Planned once per run for each step and config (every DAG pass asks again). The first call
-    plans every job of the configs listed so far: Snakemake takes a file that appears in a folder
-    it has already listed while it builds the DAG as missing."""
-    if not _EVERY_JOB_PLANNED:
-        _EVERY_JOB_PLANNED.append(True)
-        labels = [c.label for c in read_configs(L.configs)] if L.configs.is_file() else []
-        for other in SETTINGS:
-            for each in labels if other in PER_CONFIG_SETTINGS else [None]:
-                _plan(other, each)
-    return SETTINGS_BOOK.plan(L.settings(rule, label), _known(SETTINGS[rule](label)), dry=workflow.dryrun)
-
-
-_EVERY_JOB_PLANNED = []
+def get_settings(step):
+    """The plan of ``step``'s record in results/settings/ (one per config for the per-config steps),
+    dated so that a change re-runs the step (embprof.workflow.settings; a record is written only by
+    the job that succeeded with it). An input function; for a per-config step, the plans' pattern
+    (embprof.workflow.run.WorkflowRun.plan_pattern says why each is planned before it is read)."""
+    if step in PER_CONFIG:
+        return RUN.plan_pattern(step)
+    return cheap_signature(lambda wildcards: RUN.plan(step, None, dry=workflow.dryrun))
 
 
 def get_trace():
-    return L.trace(LABEL, PROFILER)
+    return L.trace(LABEL, RUN.profiler)
 
 
-def get_breakdown_trace(wildcards):
-    if PROFILER == "nsys":
-        return L.sqlite(wildcards.label)
-    return L.trace(wildcards.label, PROFILER)
+def get_breakdown_trace():
+    """What the breakdown reads: nsys's export, or the torch profiler's trace."""
+    return L.sqlite(LABEL) if RUN.profiler == "nsys" else L.trace(LABEL, RUN.profiler)
 
 
 @lru_cache(maxsize=2)
@@ -345,19 +173,20 @@ def get_measured_outputs(wildcards):
     }
 
 
-def get_collect_options():
-    """The config's selection as `embprof collect` options (-k expression, label substrings)."""
-    options = [shlex.quote(f"--select={config['select']}")] if config["select"] else []
-    options += [shlex.quote(f"--label={s}") for s in config["labels"]]
-    options += [shlex.quote(f"--extra-arg={arg}") for arg in SIZE_ARGS]
-    return " ".join(options)
-
-
-def get_compare_option(wildcards):
-    compare_to = config["compare_to"]
-    return f"--compare-to {shlex.quote(compare_to)}" if compare_to else ""
-
-
 def get_final_output():
     return [L.report_html, L.report_summary]
 
+
+@cheap_signature
+def get_ec_args(wildcards):
+    """An EmbeddingCollection run's launcher arguments, shell-quoted."""
+    return EC.launcher_args(wildcards.ec_run)
+
+
+def get_ec_options():
+    return f"--nproc {EC.nproc}" if EC.nproc else ""
+
+
+def get_ec_outputs():
+    """Every run's record, and every run's per-op CSVs where the family profiles."""
+    return [L.ec_results, *(L.ec_opcalls(run) for run in (EC.runs if EC.profile else []))]

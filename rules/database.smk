@@ -11,7 +11,7 @@ rule database:
         update(L.database),
     params:
         results_dir=L.root,
-        code=DIGEST["database"],
+        code=RUN.code_param("database"),
     log:
         L.log("database"),
     benchmark:

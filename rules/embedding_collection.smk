@@ -1,26 +1,10 @@
-# The multi-GPU EmbeddingCollection benchmark (issue 9) as a config family of
-# its own, read from config/embedding_collection.yaml (the working directory's,
-# else this checkout's); not part of all/report.
+# The multi-GPU EmbeddingCollection benchmark (issue 9) as a config family of its own, read from
+# config/embedding_collection.yaml (the working directory's, else this checkout's; checked in
+# common.smk); not part of all/report.
 #   snakemake --cores 1 embedding_collection
-from benchmark.embedding_collection.family import FamilyError, load_family
-
-_EC_CONFIG = Path("config", "embedding_collection.yaml")
-try:
-    EC = load_family(_EC_CONFIG if _EC_CONFIG.is_file() else WORKFLOW_ROOT / _EC_CONFIG)
-except FamilyError as exc:
-    raise WorkflowError(str(exc)) from None
-# The launcher runs in the checkout, so it is handed absolute paths (realpath).
-EC_LAUNCHER = shlex.quote(str(WORKFLOW_ROOT / "benchmark" / "benchmark_embedding_collection.sh"))
-
-
-wildcard_constraints:
-    ec_run="|".join(EC.runs),
-
-
 rule embedding_collection:
     input:
-        L.ec_results,
-        [L.ec_opcalls(run) for run in (EC.runs if EC.profile else [])],
+        get_ec_outputs(),
 
 
 rule ec_timing:
@@ -28,16 +12,15 @@ rule ec_timing:
     output:
         update(L.ec_timing(EC_RUN)),
     params:
-        args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
-        env=EC.env(),
-        launcher=EC_LAUNCHER,
+        launcher=str(WORKFLOW_ROOT / EC_LAUNCHER),
+        options=get_ec_options(),
+        args=get_ec_args,
     log:
         L.log("embedding_collection/timing", EC_RUN),
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "rm -f {output}.part && {params.env} {params.launcher} {params.args}"
-        " --results-file \"$(realpath -m {output:q}).part\" > {log} 2>&1 && mv {output}.part {output} && rm -f {output}.part.lock"
+        "embprof ec-run --launcher {params.launcher:q} {params.options} --out {output:q} -- {params.args} > {log} 2>&1"
 
 
 rule ec_profile:
@@ -46,17 +29,16 @@ rule ec_profile:
     output:
         update(directory(L.ec_traces(EC_RUN))),
     params:
-        args=lambda wildcards: EC.launcher_args(wildcards.ec_run),
-        env=EC.env(),
-        launcher=EC_LAUNCHER,
+        launcher=str(WORKFLOW_ROOT / EC_LAUNCHER),
+        options=get_ec_options(),
+        args=get_ec_args,
     log:
         L.log("embedding_collection/profile", EC_RUN),
     conda:
         "../envs/benchmark.yaml"
     shell:
-        "rm -rf {output:q}.part && {params.env} {params.launcher} {params.args}"
-        " --profile torch --trace-dir \"$(realpath -m {output:q}).part\" > {log} 2>&1"
-        " && rm -rf {output:q} && mv {output:q}.part {output:q}"
+        "embprof ec-run --launcher {params.launcher:q} {params.options} --profile --out {output:q}"
+        " -- {params.args} > {log} 2>&1"
 
 
 rule ec_breakdown:
@@ -71,10 +53,7 @@ rule ec_breakdown:
     conda:
         "../envs/analysis.yaml"
     shell:
-        "rm -rf {output:q}.part && if ls {input.traces}/*.kineto.json.gz > /dev/null 2>&1; then"
-        " embprof breakdown --merge {input.traces}/*.kineto.json.gz --out-dir {output:q}.part > {log} 2>&1;"
-        " else mkdir -p {output:q}.part && cp {input.traces}/*.skipped.txt {output:q}.part/ 2> {log}; fi"
-        " && rm -rf {output:q} && mv {output:q}.part {output:q}"
+        "embprof ec-breakdown {input.traces:q} --out-dir {output:q} > {log} 2>&1"
 
 
 rule ec_results:

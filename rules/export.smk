@@ -5,7 +5,7 @@ rule export:
     output:
         update(L.sqlite(LABEL)),
     params:
-        nsys=NSYS_ARG,
+        nsys=RUN.nsys_option,
     log:
         L.log("export", LABEL),
     benchmark:

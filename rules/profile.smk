@@ -10,12 +10,12 @@ rule profile:
         record=update(L.step("profile", LABEL)),
     params:
         test_id=get_test_id,
-        preset=config["preset"],
-        profiler=PROFILER,
-        nsys=NSYS_ARG,
-        options=get_profile_options,
-        suite=SUITE_ARG,
-        code=DIGEST["measured"],
+        preset=RUN.preset,
+        profiler=RUN.profiler,
+        nsys=RUN.nsys_option,
+        options=get_options("profile"),
+        suite=RUN.suite_option,
+        code=RUN.code_param("profile"),
     log:
         L.log("profile", LABEL),
     benchmark:

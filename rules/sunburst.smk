@@ -12,7 +12,7 @@ rule sunburst:
         )),
         html=update(L.sunburst_html(LABEL)),
     params:
-        code=DIGEST["sunburst"],
+        code=RUN.code_param("sunburst"),
     log:
         L.log("sunburst", LABEL),
     benchmark:
@@ -22,24 +22,3 @@ rule sunburst:
     shell:
         "embprof sunburst --opcalls {input.opcalls}"
         " --png {output.png} --html {output.html} --plotly-js {input.plotly_js} --record-settings {input.settings:q} > {log} 2>&1"
-
-
-rule plotly_js:
-    # The one plotly.js the figure steps' pages load (each would otherwise hold its own
-    # copy of several MB); the report keeps its own, so that it opens anywhere alone.
-    localrule: True
-    input:
-        settings=get_settings("plotly_js"),
-    output:
-        update(L.plotly_js),
-    params:
-        plotly=PLOTLY_VERSION,
-        code=DIGEST["plotly_js"],
-    log:
-        L.log("plotly_js"),
-    benchmark:
-        L.benchmark("plotly_js")
-    conda:
-        "../envs/report.yaml"
-    shell:
-        "embprof plotly-js --out {output} --record-settings {input.settings:q} > {log} 2>&1"

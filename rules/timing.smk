@@ -9,10 +9,10 @@ rule timing:
         record=update(L.step("timing", LABEL)),
     params:
         test_id=get_test_id,
-        preset=config["preset"],
-        options=get_timing_options,
-        suite=SUITE_ARG,
-        code=DIGEST["measured"],
+        preset=RUN.preset,
+        options=get_options("timing"),
+        suite=RUN.suite_option,
+        code=RUN.code_param("timing"),
     threads: get_all_cores()
     log:
         L.log("timing", LABEL),
@@ -24,22 +24,3 @@ rule timing:
         "embprof timing --test-id {params.test_id:q} --label {wildcards.label}"
         " --preset {params.preset} {params.options}"
         " --out {output.timing} --record {output.record} --log {log} {params.suite} --record-settings {input.settings:q} > {log} 2>&1"
-
-
-rule aggregate:
-    localrule: True
-    input:
-        timing=get_timing_files,
-        settings=get_settings("aggregate"),
-    output:
-        update(L.benchmark_results),
-    params:
-        code=DIGEST["aggregate"],
-    log:
-        L.log("aggregate"),
-    benchmark:
-        L.benchmark("aggregate")
-    conda:
-        "../envs/analysis.yaml"
-    shell:
-        "embprof aggregate --out {output} {input.timing} --record-settings {input.settings:q} > {log} 2>&1"

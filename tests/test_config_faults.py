@@ -254,6 +254,31 @@ def test_a_record_changes_only_when_the_job_that_used_it_succeeds(tmp_path: Path
     assert done.returncode == 1 and done.stderr.strip().endswith("not a settings plan (they lie under .snakemake/embprof/settings/)")
 
 
+def test_a_settled_plan_is_read_again_whenever_either_file_changed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 33: planning remembers settled plans (a dry run of 160 configs read 1,600 small files);
+    the shortcut never hides a change, even a record replaced by one of the same size and mtime."""
+    monkeypatch.chdir(tmp_path)
+    known = Path(".snakemake/embprof/plans-settled.json")
+    record = Path("results/settings/timing/L.json")
+
+    def plan(settings: dict, dry: bool = False) -> Path:
+        book = Settings(known=known)  # a new run
+        path = book.plan(record, settings, dry=dry)
+        book.save()
+        return path
+
+    assert plan({"iterations": 2}, dry=True).stat().st_mtime == 0 and not record.exists()
+    assert plan({"iterations": 2}, dry=True).stat().st_mtime == 0 and not record.exists()
+    assert plan({"iterations": 2}).stat().st_mtime == 0 and json.loads(record.read_text()) == {"iterations": 2}
+    assert plan({"iterations": 2}).stat().st_mtime == 0
+    # Another copy's record, same size and mtime, other settings: a change all the same.
+    record.write_text(record.read_text().replace("2", "3"))
+    os.utime(record, (0, 0))
+    assert plan({"iterations": 2}).stat().st_mtime > 0
+    assert plan({"iterations": 3}).stat().st_mtime == 0
+    assert plan({"iterations": 4}, dry=True).stat().st_mtime > 0
+
+
 # ---- the lock a killed run leaves ----
 
 def _proc(root: Path, pid: int, argv: list[str], cwd: Path) -> None:

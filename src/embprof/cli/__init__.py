@@ -21,7 +21,7 @@ from embprof.errors import EmbprofError
 COMMANDS = (
     "collect", "profile", "export", "breakdown", "timing", "status", "aggregate", "plotly-js", "sunburst",
     "latency-plot", "peak-bandwidth", "bandwidth", "bandwidth-plot", "environment", "report", "checks", "diff",
-    "db", "ec-results", "unlock",
+    "db", "ec-run", "ec-breakdown", "ec-results", "unlock",
 )
 
 

@@ -10,7 +10,8 @@ problem is one line naming its key; nothing here runs pytest or imports torch.
 Whether a ``-k`` expression matches any test id is pytest's to say: the collect
 job does, in one line.
 The suite's facts come in as functions (the benchmark's own ``preset_labels``,
-``select_problem`` and ``inputs_problem``), so the rule that makes a label has one home. The results folder's
+``select_problem`` and ``inputs_problem``, from ``benchmark/configs.py``: :func:`suite_facts`), so
+the rule that makes a label has one home. The results folder's
 files that the input functions read are checked here too.
 """
 
@@ -25,8 +26,8 @@ from typing import Any
 from embprof.errors import ContractError
 from embprof.results.configs import read_configs
 from embprof.results.layout import ResultsLayout
-from embprof.results.records import read_results
 from embprof.results.steps import read_status
+from embprof.workflow.checkout import SUITE_FACTS, suite_module
 from embprof.workflow.suite import Suite, suite_problems
 
 
@@ -40,6 +41,13 @@ class SuiteFacts:
     inputs_problem: Callable[[str, int, int | None], str | None]
     # why these options cannot be passed to some configs' runs (they shape labels), or None
     extra_args_problem: Callable[[Sequence[str]], str | None] = lambda args: None
+
+
+def suite_facts(checkout: str | os.PathLike[str]) -> SuiteFacts:
+    """The facts of this project's suite in ``checkout``: its ``benchmark/configs.py``'s own functions."""
+    module = suite_module(checkout, SUITE_FACTS)
+    return SuiteFacts(module.preset_labels, module.select_problem, module.inputs_problem,
+                      module.extra_args_problem)
 
 
 # Options the workflow passes to every benchmark run itself, and the config key that sets each:
@@ -78,6 +86,10 @@ def compare_to_problem(compare_to: str | None, results: ResultsLayout) -> str | 
     previous = ResultsLayout(folder).benchmark_results
     if not previous.is_file():
         return f"compare_to: {compare_to}: not a results folder (it has no {previous.name})"
+    from embprof.results.records import (
+        read_results,  # numpy's import, only where there is a folder to read
+    )
+
     try:
         read_results(previous)
     except ContractError as exc:
@@ -121,17 +133,19 @@ def extra_args_problems(config: Mapping[str, Any], suite_problem: Callable[[Sequ
 
 
 def run_problems(
-    config: Mapping[str, Any], suite: SuiteFacts, results: ResultsLayout, memory: int | None,
+    config: Mapping[str, Any], suite: SuiteFacts | None, results: ResultsLayout, memory: int | None,
     runs: Suite | None = None,
 ) -> list[str]:
     """Every problem of a schema-valid config that would make its jobs fail, one line each.
 
     ``runs``: the suite the config names (None or this project's: ``suite``'s facts apply);
-    another suite is checked from its source and against the keys only this project's suite takes.
+    another suite is checked from its source and against the keys only this project's suite takes
+    (``suite`` may then be None).
     """
     if runs is not None and not runs.own:
         problems = other_suite_problems(config, runs, results)
     else:
+        assert suite is not None, "this project's suite is checked by its facts"
         problem = suite.select_problem(config["select"]) if config["select"] else None
         problems = [f"select: {problem}"] if problem else []
         problems += label_problems(config, suite.labels)
