@@ -240,10 +240,10 @@ def test_stage_and_op_ranges_reach_the_torch_profiler() -> None:
         with torch.autograd.set_multithreading_enabled(False):
             out.backward(torch.ones_like(out))
     names = {event.name for event in prof.events()}
+    # The sync-free caching path: the find through both tiers, the cache's insert and, inside it, the write-back.
     expected = {
         "dynamicemb_prefetch", "DynamicEmbeddingFunction.forward", "DynamicEmbeddingFunction.backward",
-        "op:segmented_unique", "op:cache_lookup", "op:flagged_compact", "op:storage_find", "op:initializer",
-        "op:cache_insert_evict", "op:load_from_flat", "op:store_to_flat", "op:storage_insert",
+        "op:segmented_unique", "op:cache_lookup", "op:cache_insert_evict", "op:storage_insert",
         "op:gather_embedding", "op:reduce_grads", "op:optimizer_update_fused",
     }
     assert expected <= names, expected - names
