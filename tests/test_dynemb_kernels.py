@@ -502,6 +502,13 @@ def test_place_keys_matches_torch(num_buckets: int, bucket_capacity: int) -> Non
         assert torch.equal(ours, reference)
 
 
+def _draws(dim: int) -> DrawTables:
+    """A UNIFORM table and a CONSTANT one, as kernels draw them."""
+    return DrawTables(
+        torch.tensor([seed_word(1), seed_word(2)], device=DEVICE), torch.tensor([-0.5, 1.0], device=DEVICE), torch.tensor([1.0, 0.0], device=DEVICE), dim,
+    )
+
+
 def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: int, indices: torch.Tensor, offsets: torch.Tensor, lfu: bool):
     """One training lookup's find and insert of new ids through ``ops``, as ``TableGroup`` runs them; what it
     left: (slots, entry, found rows, the table's arrays, the rows, the pending keys after the insert)."""
@@ -511,15 +518,13 @@ def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: i
     index = table.arrays.with_pending()
     access = Access(7, lfu, hits, misses)
     device_rows = parts if split > parts.spare else None
-    found = ops.find_or_claim(index, indices, offsets, (offsets.numel() - 1) // table.map.num_tables, access, True, device_rows, 4)
+    found = ops.find_or_claim(index, indices, None, offsets, (offsets.numel() - 1) // table.map.num_tables, access, True, device_rows, 4, None)
     claimed = index.pending.keys.clone()
     protected = index.protected.clone()
     ops.place_new(index, found, evictions)
-    draws = DrawTables(
-        torch.tensor([seed_word(1), seed_word(2)], device=DEVICE), torch.tensor([-0.5, 1.0], device=DEVICE), torch.tensor([1.0, 0.0], device=DEVICE),
-    )
+    draws = _draws(4)
     fresh = torch.zeros(indices.numel(), 4, device=DEVICE)
-    ops.write_new(index, found, indices, access, parts, draws, 0.25, fresh)
+    ops.write_new(index, found, indices, access, parts, draws, 0.25, fresh, None)
     assert protected[:-1].sum() > 0 and not index.protected.any(), "the find protects the batch's slots, the write releases them"
     state = (index.keys.clone(), index.scores.clone(), index.occupied.clone(), hits, misses, evictions)
     return found.slots, found.entry, found.read, fresh, claimed, state, _joined(parts), index.pending
