@@ -183,7 +183,7 @@ def test_batch_find_over_tables_matches_torch(add_counts: bool) -> None:
     for ops in (torch_ops, triton_ops):
         scores = table.arrays.scores.clone()
         hits, misses = torch.zeros(4, dtype=torch.int64, device=DEVICE), torch.zeros(4, dtype=torch.int64, device=DEVICE)
-        slots, buckets = ops.find(table.arrays._replace(scores=scores), indices, None, offsets, 2, Access(42, add_counts, hits, misses))
+        slots, buckets = ops.find(table.arrays._replace(scores=scores), indices, None, offsets, 2, Access(torch.tensor([42], device=DEVICE), add_counts, hits, misses))
         keyed = ops.find(table.arrays, indices, owner, None, 0, None)
         results.append((slots, buckets, *keyed, scores[:-1], hits, misses))
     slots, buckets = results[0][:2]
@@ -243,7 +243,7 @@ def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
 @pytest.mark.parametrize("optimizer", list(EmbOptimType))
 def test_reduce_and_update_matches_torch(optimizer: EmbOptimType) -> None:
     case = _random_update_case(optimizer, seed=list(EmbOptimType).index(optimizer))
-    args = (case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs(optimizer, case["params"], 3))
+    args = (case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs.of(optimizer, case["params"], 3, DEVICE))
     total = case["rows"].shape[0]
     results = {}
     for split in (total, 0, 57):  # every row on the device, every row in host memory, split
@@ -305,7 +305,7 @@ def test_reduce_and_update_over_block_edges_matches_torch(
         slots = torch.sort(torch.randperm(capacity, generator=generator)[: counts.numel()]).values
         slots[0] = -1  # ids that found no slot come first
         case = _grouped_case(optimizer, slots, counts, dim, capacity, generator)
-        args = (case["order"], case["index_grads"], OptimizerArgs(optimizer, case["params"], 3))
+        args = (case["order"], case["index_grads"], OptimizerArgs.of(optimizer, case["params"], 3, DEVICE))
         expected = _split(case["rows"], capacity + 1)
         torch_ops.reduce_and_update(expected, case["grouped_slots"], *args)
         assert not torch.equal(expected.device[:-1], case["rows"][:-1]), "the update must change rows"
@@ -447,7 +447,7 @@ def test_a_step_that_failed_after_writing_is_not_rerun(monkeypatch: pytest.Monke
     rows = case["rows"].clone()
     with pytest.raises(kernels.PartialUpdateError):
         parts = RowParts(rows, rows, rows.shape[0], rows.shape[0] - 1)
-        kernels.reduce_and_update(parts, case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs(EmbOptimType.EXACT_SGD, case["params"], 1))
+        kernels.reduce_and_update(parts, case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs.of(EmbOptimType.EXACT_SGD, case["params"], 1, DEVICE))
     assert torch.equal(rows, case["rows"]), "the torch path must not run after a partial update"
 
 
@@ -516,7 +516,7 @@ def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: i
     hits = torch.zeros(table.map.num_tables, dtype=torch.int64, device=DEVICE)
     misses, evictions = torch.zeros_like(hits), torch.zeros_like(hits)
     index = table.arrays.with_pending()
-    access = Access(7, lfu, hits, misses)
+    access = Access(torch.tensor([7], device=DEVICE), lfu, hits, misses)
     device_rows = parts if split > parts.spare else None
     found = ops.find_or_claim(index, indices, None, offsets, (offsets.numel() - 1) // table.map.num_tables, access, True, device_rows, 4, None)
     claimed = index.pending.keys.clone()
@@ -594,7 +594,8 @@ def _cached_insert_with(ops, lfu: bool, seed: int) -> dict:
     offsets = torch.tensor([0, 14, first.numel() + 6, first.numel() + 6 + 20, indices.numel()], device=DEVICE)  # batch size 2
     front, behind = cache.arrays.with_pending(), storage.arrays.with_pending()
     counters = [torch.zeros(2, dtype=torch.int64, device=DEVICE) for _ in range(6)]
-    access, there = Access(7, lfu, *counters[:2]), Access(7, lfu, *counters[2:4])
+    clock = torch.tensor([7], device=DEVICE)
+    access, there = Access(clock, lfu, *counters[:2]), Access(clock, lfu, *counters[2:4])
     draws = _draws(dim)
     found = ops.find_or_claim(front, indices, None, offsets, 2, access, True, cache_parts, dim, behind)
     outer, read = found.outer.clone(), found.read.clone()
@@ -717,7 +718,8 @@ def test_offset_checks_fold_into_the_record_as_torch_does() -> None:
     for ops in (torch_ops, triton_ops):
         record = torch.zeros(RECORD_LAST + 1, dtype=torch.int64, device=DEVICE)
         record[RECORD_FIRST], record[RECORD_LAST] = torch.iinfo(torch.int64).max, -1
-        safe = [ops.check_offsets(offsets.to(DEVICE), n, record, seq) for seq, (offsets, n) in enumerate(batches, start=1)]
+        numbers = [torch.tensor([seq], device=DEVICE) for seq in range(1, len(batches) + 1)]
+        safe = [ops.check_offsets(offsets.to(DEVICE), n, record, seq, True) for seq, (offsets, n) in zip(numbers, batches, strict=True)]
         records[ops] = (record.cpu(), safe)
     assert torch.equal(records[triton_ops][0], records[torch_ops][0])
     for ours, theirs in zip(records[triton_ops][1], records[torch_ops][1], strict=True):

@@ -36,13 +36,14 @@ eval initializer's values for unknown ids in place.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from dynemb import kernels
 from dynemb.hash_table import BucketMap, Evicted
 from dynemb.initializers import GroupInitializer, Initializer
-from dynemb.kernels.operands import Access, OptimizerArgs
+from dynemb.kernels.operands import Access
 from dynemb.layout import Layout
 from dynemb.optimizers import OptimizerParams, initial_state, state_fill
 from dynemb.options import (
@@ -56,6 +57,9 @@ from dynemb.ranges import op_range
 from dynemb.scores import ScorePolicy
 from dynemb.segments import unpool_grad
 from dynemb.tier import CachedTier, Tier
+
+if TYPE_CHECKING:
+    from dynemb.counters import StepCounters
 
 
 @dataclass(frozen=True)
@@ -91,9 +95,12 @@ class TableGroup:
 
     def __init__(
         self, options: list[DynamicEmbTableOptions], layouts: list[Layout], optimizer: EmbOptimType, params: OptimizerParams,
-        seeds: list[int], device: torch.device,
+        seeds: list[int], device: torch.device, counters: StepCounters, index: int,
     ) -> None:
+        """``counters``: the module's (``index``: this group's clock there)."""
         first = layouts[0]
+        self.counters = counters
+        self.clock = counters.clock(index)
         self.layouts = layouts
         self.dim = options[0].dim
         self.width = first.width
@@ -139,7 +146,7 @@ class TableGroup:
 
     def _access(self) -> Access:
         """How this step's training lookups record what they touch: scores by the policy's clock, hits, misses."""
-        return Access(self.scores.clock, self.counts_accesses, self.hits, self.misses)
+        return Access(self.clock, self.counts_accesses, self.hits, self.misses)
 
     # --- training and eval lookups ----------------------------------------------------------------------
 
@@ -401,7 +408,7 @@ class TableGroup:
         if ordered is None:
             with op_range("segmented_unique"):
                 ordered = torch.sort(slots.to(updated.slot_dtype))  # groups each id's indices
-        optimizer = OptimizerArgs(self.optimizer, self.params, step)
+        optimizer = self.counters.optimizer(self.optimizer, self.params, step)
         with op_range("optimizer_update_fused"):
             updated.reduce_and_update(*ordered, index_grads, optimizer)
         if self.cache is not None and not self.on_device and (plan.spilled or stale):

@@ -122,9 +122,10 @@ class SlotArrays(NamedTuple):
 class Access(NamedTuple):
     """How a training lookup records its accesses: a found slot's score becomes ``clock`` (``add_counts``: grows
     by one per index), ``hits[t]``/``misses[t]`` count table ``t``'s indices; a new id's score is ``clock``
-    (``add_counts``: its uses in the batch). A lookup without one touches nothing."""
+    (``add_counts``: its uses in the batch). A lookup without one touches nothing. ``clock`` is a one-entry int64
+    tensor the kernels read (a step's own clock when a CUDA graph replays the step)."""
 
-    clock: int
+    clock: torch.Tensor
     add_counts: bool
     hits: torch.Tensor  # int64, one per table
     misses: torch.Tensor
@@ -168,11 +169,21 @@ class Source(NamedTuple):
 
 
 class OptimizerArgs(NamedTuple):
-    """The update's optimizer, its hyper-parameters and the module's step (ADAM's bias correction)."""
+    """The update's optimizer, its hyper-parameters and the module's step (ADAM's bias correction): ``step`` as
+    the host counts it (the torch path), ``at`` the same step in device memory and ``betas`` (float64) where the
+    kernels compute the corrections, so that a CUDA graph's replay of a step uses its own step."""
 
     optimizer: EmbOptimType
     params: OptimizerParams
     step: int
+    at: torch.Tensor  # int64, one entry
+    betas: torch.Tensor  # float64: beta1, beta2
+
+    @classmethod
+    def of(cls, optimizer: EmbOptimType, params: OptimizerParams, step: int, device: torch.device) -> OptimizerArgs:
+        """Arguments of a step taken on its own (not a module's): the step in device memory too."""
+        at = torch.tensor([step], dtype=torch.int64, device=device)
+        return cls(optimizer, params, step, at, torch.tensor([params.beta1, params.beta2], dtype=torch.float64, device=device))
 
 
 class DrawTables(NamedTuple):

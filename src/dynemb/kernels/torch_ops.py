@@ -76,7 +76,7 @@ def find(
         if access.add_counts:
             index.scores.index_add_(0, target, torch.ones_like(target))
         else:
-            index.scores[target] = access.clock
+            index.scores[target] = access.clock.expand_as(target)
         counted = table.clamp(min=0)
         access.hits.index_add_(0, counted, found.to(torch.int64))
         access.misses.index_add_(0, counted, (keyed & ~found).to(torch.int64))
@@ -331,7 +331,7 @@ def write_new(
     target = pending.target[at]
     placed = torch.nonzero(target >= 0).squeeze(1)
     new_slots, new_keys, tables = target[placed], keys[reps[placed]], table[reps[placed]]
-    scores = pending.uses[at[placed]] if access.add_counts else torch.full_like(new_keys, access.clock)
+    scores = pending.uses[at[placed]] if access.add_counts else access.clock.expand_as(new_keys).clone()
     rows = torch.full((placed.numel(), parts.width), state_fill, dtype=torch.float32, device=keys.device)
     rows[:, :dim] = uniform_rows(new_keys, dim, draws.seed_words[tables], draws.lower[tables], draws.span[tables])
     if source is not None:
@@ -383,19 +383,23 @@ def _fill_values(
     dst[positions] = values
 
 
-def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: int) -> torch.Tensor:
-    """Fold the checks of batch ``seq`` (offsets non-decreasing, from 0 to ``num_indices``) into ``record``
-    (``operands.RECORD_*``; a failure becomes the record's unless an earlier batch's is pending) without a
-    host read, and return the offsets where the batch passed, else an even split of its indices into its
-    bags: in bounds for every kernel (pooling, unpooling, the table search) either way."""
+def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: torch.Tensor, safe: bool) -> torch.Tensor:
+    """Fold the checks of batch ``seq`` (a one-entry tensor: offsets non-decreasing, from 0 to ``num_indices``)
+    into ``record`` (``operands.RECORD_*``; a failure becomes the record's unless an earlier batch's is pending)
+    without a host read, and return the offsets: with ``safe``, the batch's where it passed, else an even split
+    of its indices into its bags, in bounds for every kernel (pooling, unpooling, the table search) either way;
+    without (a lookup whose kernels read the offsets only where any values are in bounds), the batch's own."""
+    seq = seq.reshape(())
     low, high = offsets[0], offsets[-1]
     wrong = (low != 0) | (high != num_indices)
     check = torch.where((offsets[1:] < offsets[:-1]).any(), CHECK_DECREASING, torch.where(wrong, CHECK_WRONG_ENDS, CHECK_PASSED))
     failed = check != CHECK_PASSED
     ends = torch.where(wrong, torch.stack([low, high, torch.full_like(low, num_indices)]), 0)  # kept for wrong ends only
-    first = torch.cat([torch.stack([torch.full_like(low, seq), check]), ends])
+    first = torch.cat([torch.stack([seq, check]), ends])
     record[RECORD_LAST] = torch.where(failed, seq, record[RECORD_LAST])
     record[:RECORD_LAST] = torch.where(failed & (record[RECORD_FIRST] >= seq), first, record[:RECORD_LAST])
+    if not safe:
+        return offsets
     even = torch.arange(offsets.numel(), dtype=torch.int64, device=offsets.device) * num_indices // (offsets.numel() - 1)
     return torch.where(failed, even, offsets)
 

@@ -58,7 +58,6 @@ import triton.language as tl
 
 from dynemb.kernels import PartialUpdateError
 from dynemb.kernels.operands import Access, DrawTables, Found, OptimizerArgs, RowParts, SlotArrays, Source
-from dynemb.optimizers import OptimizerParams
 from dynemb.options import EmbOptimType, PoolingMode
 
 # Kernels run through Triton's interpreter (on CPU tensors): launched the plain way.
@@ -190,7 +189,7 @@ def _touch(scores_ptr, slot, hit, increments, clock, BLOCK: tl.constexpr, ADD_CO
         tl.store(scores_ptr + slot, tl.full([BLOCK], 0, tl.int64) + clock, mask=hit)
 
 
-# Batch lengths and the clock change every step: kernels are not specialized on them
+# Batch lengths change every step: kernels are not specialized on them
 # (Triton would otherwise compile a variant for values divisible by 16, or equal to 1).
 @triton.jit
 def _carry_in(query, absent, bucket, pending_ptr, CAP: tl.constexpr):
@@ -225,11 +224,11 @@ def _bucket_of(query, table, valid, num_buckets_ptr, device_buckets_ptr, device_
     return tl.where(local < device_buckets, device_base + local, host_base + local - device_buckets)
 
 
-@triton.jit(do_not_specialize=["n", "batch_size", "clock", "spare"])
+@triton.jit(do_not_specialize=["n", "batch_size", "spare"])
 def _find_kernel(
     query_ptr, n, table_ptr, offsets_ptr, batch_size, num_tables, num_buckets_ptr, device_buckets_ptr, device_base_ptr, host_base_ptr,
-    keys_ptr, occupied_ptr, scores_ptr, slot_ptr, bucket_ptr, clock, hits_ptr, misses_ptr,
-    table_out_ptr, pending_ptr, protected_ptr, spare, rows_ptr, row_stride, out_ptr,
+    keys_ptr, occupied_ptr, scores_ptr, slot_ptr, bucket_ptr, clock_ptr, hits_ptr, misses_ptr,
+    table_out_ptr, pending_ptr, protected_ptr, count_ptr, spare, rows_ptr, row_stride, out_ptr,
     outer_ptr, outer_num_buckets_ptr, outer_device_buckets_ptr, outer_device_base_ptr, outer_host_base_ptr,
     outer_keys_ptr, outer_occupied_ptr, outer_protected_ptr,
     CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, SEARCH_STEPS: tl.constexpr, TABLES: tl.constexpr,
@@ -257,7 +256,7 @@ def _find_kernel(
     tl.store(slot_ptr + offs, result, mask=live)
     if TOUCH:
         hit = valid & (result >= 0)
-        _touch(scores_ptr, result, hit, tl.full([BLOCK], 1, tl.int64), clock, BLOCK, ADD_COUNTS)  # one access per index
+        _touch(scores_ptr, result, hit, tl.full([BLOCK], 1, tl.int64), tl.load(clock_ptr), BLOCK, ADD_COUNTS)  # one access per index
         first = tl.min(tl.where(valid, table, num_tables), axis=0)
         last = tl.max(tl.where(valid, table, -1), axis=0)
         if first == last:  # the usual block: one table, one atomic per counter
@@ -270,6 +269,8 @@ def _find_kernel(
     if WRITE_TABLE:
         tl.store(table_out_ptr + offs, table, mask=live)
     if CLAIM:
+        if tl.program_id(0) == 0:  # the new ids' count, which the next kernel (``_locate_kernel``) adds to
+            tl.store(count_ptr, 0)
         # The batch's own slots are protected from the insert's evictions (the write releases them).
         tl.store(protected_ptr + result, tl.full([BLOCK], 1, tl.uint8), mask=valid & (result >= 0))
         _carry_in(query, valid & (result < 0), bucket, pending_ptr, CAP)
@@ -305,12 +306,13 @@ def find(
 
 def _launch_find(
     index: SlotArrays, keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, access: Access | None,
-    slots: torch.Tensor, buckets: torch.Tensor, table_out: torch.Tensor | None = None, claim: bool = False,
+    slots: torch.Tensor, buckets: torch.Tensor, table_out: torch.Tensor | None = None, claim: torch.Tensor | None = None,
     gather: tuple[RowParts, torch.Tensor] | None = None, behind: tuple[SlotArrays, torch.Tensor] | None = None,
 ) -> None:
-    """The probe kernel; ``table_out``: where to write each key's table; ``claim``: carry absent keys into the
-    index's pending rows; ``gather``: (device rows, output) to read each index's embedding in the same pass;
-    ``behind``: (the index behind a cache, output) to find each absent key there too."""
+    """The probe kernel; ``table_out``: where to write each key's table; ``claim`` (the new ids' count, which it
+    zeroes): carry absent keys into the index's pending rows; ``gather``: (device rows, output) to read each
+    index's embedding in the same pass; ``behind``: (the index behind a cache, output) to find each absent key
+    there too."""
     n = keys.numel()
     maps = index.maps
     tables = maps.num_buckets.numel()
@@ -319,20 +321,20 @@ def _launch_find(
     rows, out = (gather[0].device, gather[1]) if gather is not None else (table_keys, keys)
     dim = out.shape[1] if gather is not None else 1
     spare = table_keys.numel() - 1
-    # Without an access nothing is touched: the counters' places are taken by the keys (never written).
-    clock, add_counts, hits, misses = (0, False, table_keys, table_keys) if access is None else access
+    # Without an access nothing is touched: the clock's and counters' places are taken by the keys (never used).
+    clock, add_counts, hits, misses = (table_keys, False, table_keys, table_keys) if access is None else access
     # Without a tier behind, its places are taken by this index's arrays (never read).
     outer_index, outer = behind if behind is not None else (index, slots)
     outer_cap = outer_index.bucket_capacity
     _launch(_find_kernel, (triton.cdiv(n, _FIND_BLOCK),),
         keys, n, keys if table is None else table, keys if offsets is None else offsets, batch_size, tables, *maps,
         table_keys, occupied, index.scores, slots, buckets, clock, hits, misses,
-        keys if table_out is None else table_out, index.pending.keys if claim else keys,
-        index.protected.view(torch.uint8) if claim else occupied, spare, rows, rows.stride(0), out,
+        keys if table_out is None else table_out, keys if claim is None else index.pending.keys,
+        occupied if claim is None else index.protected.view(torch.uint8), keys if claim is None else claim, spare, rows, rows.stride(0), out,
         outer, *outer_index.maps, outer_index.keys, outer_index.occupied.view(torch.uint8), outer_index.protected.view(torch.uint8),
         CAP=index.bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(index.bucket_capacity)),
         SEARCH_STEPS=max(1, (tables - 1).bit_length()), TABLES=mode, TOUCH=access is not None, ADD_COUNTS=add_counts,
-        WRITE_TABLE=table_out is not None, CLAIM=claim, GATHER=gather is not None, DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)),
+        WRITE_TABLE=table_out is not None, CLAIM=claim is not None, GATHER=gather is not None, DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)),
         OUTER=behind is not None, OUTER_CAP=outer_cap, OUTER_CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(outer_cap)),
     )
 
@@ -354,20 +356,21 @@ def find_or_claim(
     probe = None if behind is None else (behind, outer)
     if not claim:
         if n:
-            _launch_find(index, keys, table, offsets, batch_size, access, slots, buckets, found_table, False, gather, probe)
+            _launch_find(index, keys, table, offsets, batch_size, access, slots, buckets, found_table, None, gather, probe)
         return Found(slots, buckets, found_table, out, None, None, None, outer)
     entry = torch.empty(n, dtype=torch.int64, device=keys.device)
     reps = torch.empty(n, dtype=torch.int64, device=keys.device)
-    count = torch.zeros(1, dtype=torch.int64, device=keys.device)
-    if n:
-        pending = index.pending
-        _launch_find(index, keys, table, offsets, batch_size, access, slots, buckets, found_table, True, gather, probe)
-        # Once every key is carried in: where each landed, how often it is used, and one index per new id.
-        cap = index.bucket_capacity
-        _launch(
-            _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, found_table, buckets, n, pending.keys, pending.uses, pending.owner,
-            pending.owner.numel(), entry, reps, count, CAP=cap, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(cap)),
-        )
+    if n == 0:
+        return Found(slots, buckets, found_table, out, entry, reps, torch.zeros(1, dtype=torch.int64, device=keys.device), outer)
+    count = torch.empty(1, dtype=torch.int64, device=keys.device)  # zeroed by the find
+    pending = index.pending
+    _launch_find(index, keys, table, offsets, batch_size, access, slots, buckets, found_table, count, gather, probe)
+    # Once every key is carried in: where each landed, how often it is used, and one index per new id.
+    cap = index.bucket_capacity
+    _launch(
+        _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, found_table, buckets, n, pending.keys, pending.uses, pending.owner,
+        pending.owner.numel(), entry, reps, count, CAP=cap, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(cap)),
+    )
     return Found(slots, buckets, found_table, out, entry, reps, count, outer)
 
 
@@ -484,10 +487,34 @@ def _segmented_scan(g, starts, P: tl.constexpr, GROUPS: tl.constexpr, BLOCK_D: t
     return tl.reshape(tl.where(seen != 0, local, local + carried[None, :, :]), [P, BLOCK_D])
 
 
+@triton.jit
+def _power(base, exponent):
+    """``base ** exponent`` (float64 ``base``, int64 ``exponent`` >= 0) by squaring: multiplications only."""
+    result = base * 0.0 + 1.0
+    while exponent > 0:
+        result = tl.where(exponent % 2 == 1, result * base, result)
+        base = base * base
+        exponent = exponent // 2
+    return result
+
+
+@triton.jit
+def _bias_corrections(step_ptr, betas_ptr, OPT: tl.constexpr):
+    """ADAM's ``1 - beta ** step`` for both moments, the step read from device memory (float64 betas: as exact
+    as the host's); 1 for the other optimizers, which read nothing."""
+    bias1 = 1.0
+    bias2 = 1.0
+    if OPT == 1:
+        step = tl.load(step_ptr)
+        bias1 = (1.0 - _power(tl.load(betas_ptr), step)).to(tl.float32)
+        bias2 = (1.0 - _power(tl.load(betas_ptr + 1), step)).to(tl.float32)
+    return bias1, bias2
+
+
 @triton.jit(do_not_specialize=["n"])
 def _segment_update_kernel(
     grad_ptr, grad_stride, order_ptr, slot_ptr, n, device_ptr, host_ptr, row_stride, split, spare, head_ptr, tail_ptr,
-    lr, eps, beta1, beta2, weight_decay, bias1, bias2,
+    lr, eps, beta1, beta2, weight_decay, step_ptr, betas_ptr,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, GROUPS: tl.constexpr, ROW_ALIGN: tl.constexpr, OPT: tl.constexpr,
 ):
     """One block of ``P`` grouped positions: a segmented scan of the block's gradient rows leaves, at each id's
@@ -514,6 +541,7 @@ def _segment_update_kernel(
     index = tl.load(order_ptr + pos, mask=real, other=0).to(tl.int64)
     g = tl.load(grad_ptr + index[:, None] * grad_stride + cols, mask=real[:, None] & (cols < DIM), other=0.0)
     sums = _segmented_scan(g, tl.broadcast_to((slot != before).to(tl.int32)[:, None], [P, BLOCK_D]), P, GROUPS, BLOCK_D)
+    bias1, bias2 = _bias_corrections(step_ptr, betas_ptr, OPT)
     _apply_optimizer(row, w, state_a, state_b, sums, inside, cols, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
     # Each is one row's at most (sorted slots: only the first id can come from before, only the last go on).
     partial = b * DIM + tl.broadcast_to(cols, [P, BLOCK_D])
@@ -524,7 +552,7 @@ def _segment_update_kernel(
 @triton.jit(do_not_specialize=["n"])
 def _crossing_update_kernel(
     slot_ptr, n, device_ptr, host_ptr, row_stride, split, spare, head_ptr, tail_ptr,
-    lr, eps, beta1, beta2, weight_decay, bias1, bias2,
+    lr, eps, beta1, beta2, weight_decay, step_ptr, betas_ptr,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, CHUNK: tl.constexpr, ROW_ALIGN: tl.constexpr, OPT: tl.constexpr,
 ):
     """Step the id that starts in block ``b`` and goes on past it: its tail here plus the heads of the blocks it
@@ -551,6 +579,7 @@ def _crossing_update_kernel(
                 going = tl.sum(covered.to(tl.int32), axis=0) == CHUNK
                 blocks += CHUNK
             g = tl.where(one, acc[None, :], 0.0)
+            bias1, bias2 = _bias_corrections(step_ptr, betas_ptr, OPT)
             _apply_optimizer(row, w, state_a, state_b, g, one, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
 
 
@@ -571,7 +600,7 @@ def reduce_and_update(
     head = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
     tail = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
     rows = (parts.device, parts.host, parts.width, parts.split, parts.spare)
-    hyper = _hyper_parameters(optimizer.params, optimizer.step)
+    hyper = _hyper_parameters(optimizer)
     meta = dict(DIM=dim, BLOCK_D=block_d, P=positions, ROW_ALIGN=_row_alignment(parts), OPT=_OPTIMIZER_CODE[optimizer.optimizer])
     _launch(
         _segment_update_kernel, (blocks,),
@@ -604,11 +633,11 @@ def _row_alignment(parts: RowParts) -> int:
     return 16 if aligned else 4
 
 
-def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
-    return (
-        params.learning_rate, params.eps, params.beta1, params.beta2, params.weight_decay,
-        1.0 - params.beta1**step, 1.0 - params.beta2**step,
-    )
+def _hyper_parameters(optimizer: OptimizerArgs) -> tuple:
+    """What the update kernels take of the optimizer: its constants, and where the step and the betas (for ADAM's
+    bias corrections, computed in the kernel so that a CUDA graph's replay of a step uses its own step) are."""
+    params = optimizer.params
+    return params.learning_rate, params.eps, params.beta1, params.beta2, params.weight_decay, optimizer.at, optimizer.betas
 
 
 @triton.jit(do_not_specialize=["n", "split", "spare"])
@@ -1009,11 +1038,11 @@ def _fill_absent(
             tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=absent[:, None] & (cols[None, :] < DIM))
 
 
-@triton.jit(do_not_specialize=["n", "split", "spare", "clock", "state_fill", "source_split", "source_spare", "base"])
+@triton.jit(do_not_specialize=["n", "split", "spare", "state_fill", "source_split", "source_spare", "base"])
 def _write_pending_kernel(
     reps_ptr, count_ptr, query_ptr, entry_ptr, table_ptr, target_ptr, pending_ptr, owner_ptr, uses_ptr,
     keys_ptr, scores_ptr, occupied_ptr, protected_ptr, device_ptr, host_ptr, row_stride, split, spare,
-    seeds_ptr, lower_ptr, span_ptr, state_fill, clock, slot_ptr, dst_ptr, n,
+    seeds_ptr, lower_ptr, span_ptr, state_fill, clock_ptr, slot_ptr, dst_ptr, n,
     source_slot_ptr, source_device_ptr, source_host_ptr, source_split, source_spare, source_scores_ptr, source_protected_ptr,
     spill_ptr, base,
     DIM: tl.constexpr, WIDTH: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr,
@@ -1037,7 +1066,7 @@ def _write_pending_kernel(
         if LFU:
             score = tl.load(uses_ptr + entry, mask=valid, other=0)
         else:
-            score = tl.full([ROWS], 0, tl.int64) + clock
+            score = tl.full([ROWS], 0, tl.int64) + tl.load(clock_ptr)
         table = tl.load(table_ptr + position, mask=valid, other=0)
         values = tl.where(cols[None, :] < DIM, _drawn_rows(query, table, valid, seeds_ptr, lower_ptr, span_ptr, cols), state_fill)
         if SOURCE:
@@ -1148,10 +1177,11 @@ def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, dra
     )
 
 
-@triton.jit(do_not_specialize=["entries", "num_indices", "seq"])
-def _check_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["entries", "num_indices"])
+def _check_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq_ptr, BLOCK: tl.constexpr):
     """Fold batch ``seq``'s checks into the record: any program that sees a decreasing pair (program 0 also the
     ends) marks the batch failed and, unless an earlier batch's failure is pending, makes it the record's."""
+    seq = tl.load(seq_ptr)
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     pairs = offs + 1 < entries
@@ -1174,22 +1204,24 @@ def _check_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq, BL
                 tl.store(record_ptr + 4, num_indices)
 
 
-@triton.jit(do_not_specialize=["entries", "num_indices", "seq"])
-def _safe_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq, safe_ptr, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["entries", "num_indices"])
+def _safe_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq_ptr, safe_ptr, BLOCK: tl.constexpr):
     """Batch ``seq``'s offsets where it passed, else an even split of its indices into its bags."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < entries
-    failed = tl.load(record_ptr + 5) == seq
+    failed = tl.load(record_ptr + 5) == tl.load(seq_ptr)
     given = tl.load(offsets_ptr + offs, mask=valid, other=0)
     tl.store(safe_ptr + offs, tl.where(failed, offs * num_indices // (entries - 1), given), mask=valid)
 
 
-def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: int) -> torch.Tensor:
-    """Fold batch ``seq``'s offset checks into ``record`` and return offsets every kernel can take (see
-    ``torch_ops.check_offsets``): two launches, no host read."""
+def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: torch.Tensor, safe: bool) -> torch.Tensor:
+    """Fold batch ``seq``'s offset checks into ``record`` and return the offsets (``safe``: ones every kernel can
+    take; see ``torch_ops.check_offsets``): one launch, two with ``safe``, no host read."""
     entries = offsets.numel()
-    safe = torch.empty_like(offsets)
     grid = (triton.cdiv(entries, _ELEMENT_BLOCK),)
     _launch(_check_offsets_kernel, grid, offsets, entries, num_indices, record, seq, BLOCK=_ELEMENT_BLOCK)
-    _launch(_safe_offsets_kernel, grid, offsets, entries, num_indices, record, seq, safe, BLOCK=_ELEMENT_BLOCK)
-    return safe
+    if not safe:
+        return offsets
+    safe_offsets = torch.empty_like(offsets)
+    _launch(_safe_offsets_kernel, grid, offsets, entries, num_indices, record, seq, safe_offsets, BLOCK=_ELEMENT_BLOCK)
+    return safe_offsets
