@@ -76,7 +76,9 @@ class _Recorder(TorchDispatchMode):
 def counting() -> Iterator[Launches]:
     """Count what runs inside the block (see the module's docstring); a launch's own work (a Triton kernel run by
     the interpreter, say) is not counted."""
-    from dynemb.kernels import triton_ops  # only where Triton imports: the Triton launches are what is counted
+    from dynemb.kernels import (
+        triton_ops,  # only where Triton imports: the Triton launches are what is counted
+    )
 
     launches = Launches()
     launch, tolist, numpy = triton_ops._launch, torch.Tensor.tolist, torch.Tensor.numpy

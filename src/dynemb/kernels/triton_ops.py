@@ -57,7 +57,15 @@ import triton
 import triton.language as tl
 
 from dynemb.kernels import PartialUpdateError
-from dynemb.kernels.operands import Access, DrawTables, Found, OptimizerArgs, RowParts, SlotArrays, Source
+from dynemb.kernels.operands import (
+    Access,
+    DrawTables,
+    Found,
+    OptimizerArgs,
+    RowParts,
+    SlotArrays,
+    Source,
+)
 from dynemb.options import EmbOptimType, PoolingMode
 
 # Kernels run through Triton's interpreter (on CPU tensors): launched the plain way.
