@@ -417,6 +417,80 @@ def test_tables_train_the_same_with_kernels_and_torch(monkeypatch: pytest.Monkey
             torch.testing.assert_close(state_b[name], state_a[name], rtol=1e-4, atol=1e-5)
 
 
+# A graphed step in each storage mode: HBM (the sgd step graphs are for), a cache whose misses spill and whose
+# batch is prefetched between a forward and its backward, host rows pooled.
+GRAPH_CASES = [
+    (EmbOptimType.EXACT_SGD, PoolingMode.NONE, "gpu"),
+    (EmbOptimType.ADAM, PoolingMode.NONE, "caching"),
+    (EmbOptimType.EXACT_ROWWISE_ADAGRAD, PoolingMode.SUM, "host"),
+]
+
+
+@kernels_here
+@pytest.mark.parametrize(("optimizer", "pooling", "storage"), GRAPH_CASES)
+def test_a_graphed_step_trains_as_the_eager_one(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, pooling: PoolingMode, storage: str) -> None:
+    """Steps of one batch shape replayed from graphs (CUDA graphs on a GPU; recorded launches and ops replayed on
+    the CPU, ``recorded_graph``) train exactly as the same steps run eagerly: every clock, batch number and ADAM
+    step a replay needs comes from device memory. With evictions, a bad batch among them (its check raised
+    later, the same), and a cache's prefetch between a forward and its backward (that backward runs eagerly)."""
+    import dynemb.kernels as kernels
+    import dynemb.validation as validation
+    from recorded_graph import RecordedGraph
+
+    from dynemb.graphs import StepGraphs
+
+    if not CUDA:  # the CUDA code path on CPU tensors: Triton kernels run by the interpreter, checks deferred
+        monkeypatch.setattr(kernels, "_triton_for", lambda is_cuda: True)
+        monkeypatch.setattr(validation, "DEFERRED_DEVICE_TYPES", frozenset({"cuda", "cpu"}))
+    monkeypatch.setattr(kernels, "_FAILED", set())
+    batch, dim = (256, 16) if CUDA else (48, 4)
+    generator = torch.Generator().manual_seed(4)
+    batches = []
+    for step in range(7):
+        ids = (torch.randint(0, 600, (2 * batch,), generator=generator) ** 2 % (700 + 50 * step)).to(DEVICE)
+        offsets = torch.arange(0, 2 * batch + 1, 1 if pooling is PoolingMode.NONE else 2)  # bags of one id, or of two
+        batches.append((ids, offsets.to(DEVICE)))
+    bad = batches[4][1].clone()
+    bad[[5, 6]] = bad[[6, 5]]  # not non-decreasing: the step runs on safe offsets, the check raises at the next read
+    batches[4] = (batches[4][0], bad)
+    row_bytes = (dim + state_width(optimizer, dim)) * 4
+    hbm = {"gpu": None, "caching": 40 * row_bytes, "host": 0}[storage]
+
+    def build(**graphs: object) -> BatchedDynamicEmbeddingTables:
+        options = [
+            DynamicEmbTableOptions(dim=dim, max_capacity=256, bucket_capacity=16, caching=storage == "caching", local_hbm_for_values=hbm, seed=t)
+            for t in range(2)
+        ]
+        return BatchedDynamicEmbeddingTables(options, optimizer, pooling, device=DEVICE, learning_rate=0.1, **graphs)
+
+    eager, graphed = build(), build(cuda_graphs=True)
+    if not CUDA:
+        graphed.graphs = StepGraphs(graphed, RecordedGraph)
+    assert graphed.graphs.usable and graphed.storage_mode(0).value == storage
+    for step, (ids, offsets) in enumerate(batches):
+        outputs = []
+        for tables in (eager, graphed):
+            out = tables(ids, offsets)
+            if storage == "caching" and step == 3:  # the next batch brought in before this one's backward
+                tables.prefetch(*batches[step + 1])
+            outputs.append(out.detach().clone())
+            out.backward(torch.ones_like(out) * 0.5 + out.detach() * 0.1)
+        torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
+    (shape,) = graphed.graphs._shapes.values()
+    assert shape.grad is not None, "a forward and a backward were captured and replayed"
+    for tables in (eager, graphed):
+        with pytest.raises(ValueError, match="non-decreasing"):
+            tables.check_inputs()
+    assert graphed.step == eager.step == len(batches) and graphed.cache_stats() == eager.cache_stats()
+    assert eager.cache_stats()["evictions"] > 0
+    for t in range(2):
+        (keys_a, rows_a, state_a), (keys_b, rows_b, state_b) = eager.export_table(t), graphed.export_table(t)
+        assert torch.equal(keys_a, keys_b)
+        torch.testing.assert_close(rows_b, rows_a, rtol=1e-5, atol=1e-6)
+        for name in state_a:
+            torch.testing.assert_close(state_b[name], state_a[name], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.skipif(RUNS_KERNELS, reason="needs a Triton kernel that cannot run: CPU tensors without the interpreter")
 def test_a_kernel_that_cannot_run_falls_back_to_torch_once(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("triton")

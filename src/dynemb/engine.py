@@ -140,6 +140,16 @@ class Engine:
         totals = [group.host_traffic(self._part(indices, layout, g, tables)[0]) for g, (group, tables) in enumerate(self.groups)]
         return sum(read for read, _ in totals), sum(written for _, written in totals)
 
+    def host_counts(self) -> list[int]:
+        """What a step changes of the host's own counts: the step, and each group's (``TableGroup.host_counts``)."""
+        return [self.step] + [count for group, _ in self.groups for count in group.host_counts()]
+
+    def advance(self, counts: list[int]) -> None:
+        """Add ``counts`` (as ``host_counts`` orders them) to the host's counts: a CUDA graph replayed a step."""
+        self.step += counts[0]
+        for g, (group, _) in enumerate(self.groups):
+            group.advance(counts[1 + 3 * g : 4 + 3 * g])
+
     def member(self, table: int) -> Member:
         return self.members[table]
 

@@ -141,6 +141,18 @@ class TableGroup:
         """Changes whenever a slot that a plan's slots name changes owner (either tier's, on the sync-free path)."""
         return self.chain.version if self.on_device else self.front.version
 
+    def host_counts(self) -> list[int]:
+        """What a step changes of the host's own counts of this group: its clock and its tiers' versions."""
+        return [self.scores.clock, self.storage.version, 0 if self.cache is None else self.cache.version]
+
+    def advance(self, counts: list[int]) -> None:
+        """Add ``counts`` (as ``host_counts`` orders them) to the host's counts: a CUDA graph replayed a step."""
+        clock, stored, cached = counts
+        self.scores.clock += clock
+        self.storage.advance(stored)
+        if self.cache is not None:
+            self.cache.advance(cached)
+
     def mode(self, table: int) -> StorageMode:
         return self.layouts[table].mode
 

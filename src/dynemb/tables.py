@@ -7,6 +7,8 @@ from torch import nn
 
 from dynemb.engine import Engine, Member
 from dynemb.function import DynamicEmbeddingFunction
+from dynemb.graphs import StepGraphs
+from dynemb.graphs import wanted as graphs_wanted
 from dynemb.optimizers import OptimizerParams, initial_state, state_fields
 from dynemb.options import DynamicEmbTableOptions, EmbOptimType, PoolingMode, StorageMode
 from dynemb.ranges import emit_range
@@ -46,6 +48,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         beta2: float = 0.999,
         weight_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
+        cuda_graphs: bool | None = None,
     ) -> None:
         super().__init__()
         if not table_options:
@@ -66,6 +69,8 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         self.engine = Engine(table_options, optimizer, pooling_mode, self.params, self.device)
         self._anchor = torch.empty(0, device=self.device, requires_grad=True)
         self._checks = DeferredChecks(self.device, self.engine.counters)
+        # Training steps replayed from CUDA graphs where shapes repeat (off unless asked: ``dynemb.graphs``).
+        self.graphs = StepGraphs(self) if graphs_wanted(cuda_graphs) else None
 
     @property
     def num_tables(self) -> int:
@@ -77,6 +82,10 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return self.engine.step
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+        graphed = self.training and torch.is_grad_enabled() and self.graphs is not None
+        output = self.graphs.forward(indices, offsets) if graphed else None
+        if output is not None:
+            return output
         layout = self._check(indices, offsets, self.engine.lookups(self.training))
         if self.training and torch.is_grad_enabled():
             return DynamicEmbeddingFunction.apply(self._anchor, self.engine, indices, layout)

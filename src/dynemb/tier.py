@@ -45,6 +45,10 @@ class Tier:
         """Changes whenever a slot changes owner: lets callers know if saved slots are stale."""
         return self._index.version
 
+    def advance(self, versions: int) -> None:
+        """Count ``versions`` owner changes the host did not see (a CUDA graph's replay of an insert)."""
+        self._index.version += versions
+
     @property
     def bucket_capacity(self) -> int:
         return self._index.bucket_capacity
