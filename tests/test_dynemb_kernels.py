@@ -433,10 +433,10 @@ def test_a_graphed_step_trains_as_the_eager_one(monkeypatch: pytest.MonkeyPatch,
     the CPU, ``recorded_graph``) train exactly as the same steps run eagerly: every clock, batch number and ADAM
     step a replay needs comes from device memory. With evictions, a bad batch among them (its check raised
     later, the same), and a cache's prefetch between a forward and its backward (that backward runs eagerly)."""
-    import dynemb.kernels as kernels
-    import dynemb.validation as validation
     from recorded_graph import RecordedGraph
 
+    import dynemb.kernels as kernels
+    import dynemb.validation as validation
     from dynemb.graphs import StepGraphs
 
     if not CUDA:  # the CUDA code path on CPU tensors: Triton kernels run by the interpreter, checks deferred
