@@ -11,23 +11,27 @@ tier in front of a host storage tier.
 Training goes as TBE's does, with slots for ids:
 
 - forward: one kernel finds every index (not unique ids) of every table in the
-  first tier (the cache, else the storage), picking its table and bucket and
-  touching its score; the rows are read straight away (from device rows in the same
-  kernel for pooling NONE; from host rows each distinct row once, by a sort of the
-  batch's slots). Without a cache the absent ids are inserted without the host
-  learning how many there are: the find carries each into a sorted row of pending
-  ids of its bucket, and the insert (one index elected per id, the slots planned,
-  the rows written with initial values drawn in the kernel, the absent indices
-  filled in) loops to a count only the device knows, so a step never waits for the
-  GPU (``BucketedHashTable.insert_new``). A cache, and an initializer kernels cannot
-  draw inline (NORMAL, TRUNCATED_NORMAL), ask the host whether any index is absent
-  (one host sync); then the absent ids are made unique, brought in (a cache's
-  misses from storage, where they are, else initialized) and inserted, and a cache
-  writes the rows it evicts back to storage.
-- backward: the batch's slots (one int per index) sorted once (forward's sort
-  where it made one and no id was inserted since); runs of equal slots are the
-  unique ids whose gradients one fused kernel sums and applies to their rows,
-  wherever they live. Ids a cache could not hold are stepped in storage the same way.
+  first tier (the cache, else the storage; a cache's find also looks each absent
+  index up in storage), picking its table and bucket and touching its score; the
+  rows are read straight away (from device rows in the same kernel for pooling
+  NONE; from host rows each distinct row once, by a sort of the batch's slots).
+  The absent ids are inserted without the host learning how many there are: the
+  find carries each into a sorted row of pending ids of its bucket, and the insert
+  (one index elected per id, the slots planned, the rows written with initial
+  values drawn in the kernel, the absent indices filled in) loops to a count only
+  the device knows, so a step never waits for the GPU (``BucketedHashTable.insert_new``).
+  A cache's misses go the same way, their rows read straight from storage and the
+  ids they evict written straight back, with the indices it could not place, in
+  one pass over storage (``dynemb.tier.CachedTier``). An initializer kernels cannot
+  draw inline (NORMAL, TRUNCATED_NORMAL), and host rows kernels cannot reach, ask
+  the host whether any index is absent (one host sync); then the absent ids are
+  made unique, brought in (a cache's misses from storage, where they are, else
+  initialized) and inserted, and a cache writes the rows it evicts back to storage.
+- backward: the batch's slots (one int per index) sorted once (forward's sort where
+  it made one and no id was inserted since); runs of equal slots are the unique ids
+  whose gradients one fused kernel sums and applies to their rows, wherever they
+  live: a cache and its storage are one address space. Ids a cache could not hold
+  are stepped in storage the same way.
 
 Eval lookups take the same find (without touching scores) and read, and draw the
 eval initializer's values for unknown ids in place.

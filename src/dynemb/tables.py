@@ -34,6 +34,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     first eval forward after training (an eval loop reads once; its own batches wait for
     the next read point). Until then a bad batch runs on safe offsets (garbage out, nothing
     out of bounds). On the CPU they raise at once.
+
+    ``cuda_graphs`` (default: whether ``DYNEMB_CUDA_GRAPHS=1``): replay the training steps of a batch shape that
+    repeats from CUDA graphs (``dynemb.graphs``; a step's output is then overwritten by the next step of its shape).
     """
 
     def __init__(

@@ -1015,35 +1015,41 @@ def outgoing(index: SlotArrays, found: Found, keys: torch.Tensor) -> tuple[torch
 
 @triton.jit
 def _fill_absent(
-    offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
+    offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, owner_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
     source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, spill_ptr, base,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, UPDATE: tl.constexpr, FILL: tl.constexpr, SOURCE: tl.constexpr, SPILL: tl.constexpr,
 ):
     """The indices ``offs`` with slot -1: (``UPDATE``) the slot their new id got (``SPILL``: else ``base`` plus
     their slot in the tier behind, else -1) and (``FILL``) their initial values into their rows of ``dst``: their
-    row in the source tier where they have one there (``SOURCE``), else their draw."""
+    row in the source tier where they have one there (``SOURCE``), else their draw. With ``UPDATE``, an index that
+    carried its new id into a slot has its values written already (``_write_pending_kernel``, from the row it
+    moved: a stored row crosses the bus once), unless the entry's owner was reset first (then they are written
+    again, the same)."""
     valid = offs < n
     absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
     if tl.max(absent.to(tl.int32), axis=0) > 0:
+        unfilled = absent
         if UPDATE:
             entry = tl.load(entry_ptr + offs, mask=absent, other=-1)
             given = tl.load(target_ptr + entry, mask=absent & (entry >= 0), other=-1)
+            carried = (given >= 0) & (tl.load(owner_ptr + entry, mask=absent & (given >= 0), other=0) == (offs + 1).to(tl.int32))
+            unfilled = absent & (carried == 0)
             if SPILL:
                 behind = tl.load(spill_ptr + offs, mask=absent, other=-1)
                 given = tl.where(given >= 0, given, tl.where(behind >= 0, base + behind, -1))
             tl.store(slot_ptr + offs, given, mask=absent)
         if FILL:
             cols = tl.arange(0, BLOCK_D)
-            query = tl.load(query_ptr + offs, mask=absent, other=0)
-            table = tl.load(table_ptr + offs, mask=absent, other=0)
-            values = _drawn_rows(query, table, absent, seeds_ptr, lower_ptr, span_ptr, cols)
+            query = tl.load(query_ptr + offs, mask=unfilled, other=0)
+            table = tl.load(table_ptr + offs, mask=unfilled, other=0)
+            values = _drawn_rows(query, table, unfilled, seeds_ptr, lower_ptr, span_ptr, cols)
             if SOURCE:
-                origin = tl.load(source_slot_ptr + offs, mask=absent, other=-1)
-                known = absent & (origin >= 0)
+                origin = tl.load(source_slot_ptr + offs, mask=unfilled, other=-1)
+                known = unfilled & (origin >= 0)
                 row = _row_pointers(source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, origin)
                 taken = tl.load(row[:, None] + cols[None, :], mask=known[:, None] & (cols[None, :] < DIM), other=0.0)
                 values = tl.where(known[:, None], taken, values)
-            tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=absent[:, None] & (cols[None, :] < DIM))
+            tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=unfilled[:, None] & (cols[None, :] < DIM))
 
 
 @triton.jit(do_not_specialize=["n", "split", "spare", "state_fill", "source_split", "source_spare", "base"])
@@ -1093,6 +1099,8 @@ def _write_pending_kernel(
         tl.store(occupied_ptr + target, tl.full([ROWS], 1, tl.uint8), mask=placed)
         row = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, target)
         tl.store(row[:, None] + cols[None, :], values, mask=placed[:, None] & (cols[None, :] < WIDTH))
+        if FILL:  # the carrying index's own values, from the row it holds (``_fill_absent`` leaves them)
+            tl.store(dst_ptr + position[:, None] * DIM + cols[None, :], values, mask=placed[:, None] & (cols[None, :] < DIM))
         tl.store(pending_ptr + entry, tl.full([ROWS], _HIGHEST, tl.int64), mask=valid)
         tl.store(owner_ptr + entry, tl.zeros([ROWS], dtype=tl.int32), mask=valid)
         tl.store(uses_ptr + entry, tl.zeros([ROWS], dtype=tl.int64), mask=valid)
@@ -1113,7 +1121,7 @@ def _write_pending_kernel(
                     tl.store(into[:, None] + cols[None, :], taken, mask=both[:, None] & (cols[None, :] < WIDTH))
                     tl.store(scores_ptr + found, tl.load(source_scores_ptr + origin, mask=both, other=0), mask=both)
         _fill_absent(
-            offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
+            offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, owner_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
             source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, spill_ptr, base,
             DIM, BLOCK_D, True, FILL, SOURCE, SPILL,
         )
@@ -1162,7 +1170,7 @@ def _fresh_kernel(
 ):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     _fill_absent(
-        offs, n, query_ptr, slot_ptr, slot_ptr, slot_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
+        offs, n, query_ptr, slot_ptr, slot_ptr, slot_ptr, slot_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
         source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, slot_ptr, 0,
         DIM, BLOCK_D, False, True, SOURCE, False,
     )
