@@ -162,7 +162,7 @@ def test_every_mode_trains_like_all_in_gpu_with_evictions(device: str, optimizer
     assert_same_tables(reference, tested)
     assert tested.size(0) == reference.size(0) and tested.size(1) == reference.size(1)
     assert tested.cache_stats()["evictions"] > 0
-    if not tested.storage_mode(0) is StorageMode.CACHING:
+    if tested.storage_mode(0) is not StorageMode.CACHING:
         assert reference.cache_stats()["evictions"] == tested.cache_stats()["evictions"]
 
 
