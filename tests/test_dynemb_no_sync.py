@@ -12,6 +12,8 @@ every op that would make the host wait on CUDA: there must be none.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
 
@@ -59,18 +61,28 @@ def _train(tables: BatchedDynamicEmbeddingTables, batches: list) -> list[torch.T
 def test_an_hbm_training_step_never_synchronises(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, pooling: PoolingMode) -> None:
     batches = _batches(6, tables=3, batch=300, pooled=pooling is not PoolingMode.NONE)
     tables = _tables(optimizer, pooling)
-    _train(tables, batches[:2])  # compiles every kernel variant the steps launch (that may synchronise)
+    outputs = _without_sync(_train, tables, batches)
+    assert tables.cache_stats()["misses"] > 0, "the steps brought new ids"
+    monkeypatch.setenv("DYNEMB_KERNELS", "torch")
+    _assert_trains_like(_tables(optimizer, pooling), _train, batches, tables, outputs)
+
+
+def _without_sync(train: Callable, tables: BatchedDynamicEmbeddingTables, batches: list) -> list[torch.Tensor]:
+    """``train`` on the batches, all but the first two (which compile every kernel variant the steps launch, and
+    capture graphs: that may synchronise) under ``set_sync_debug_mode("error")``; their outputs."""
+    train(tables, batches[:2])
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        outputs = _train(tables, batches[2:])
+        return train(tables, batches[2:])
     finally:
         torch.cuda.set_sync_debug_mode(0)
-    assert tables.cache_stats()["misses"] > 0, "the steps brought new ids"
-    monkeypatch.setenv("DYNEMB_KERNELS", "torch")
-    reference = _tables(optimizer, pooling)
-    _train(reference, batches[:2])
-    expected = _train(reference, batches[2:])
+
+
+def _assert_trains_like(reference: BatchedDynamicEmbeddingTables, train: Callable, batches: list, tables: BatchedDynamicEmbeddingTables, outputs: list) -> None:
+    """``tables``, trained by ``_without_sync``, gave the outputs and rows ``reference`` gives trained the same way."""
+    train(reference, batches[:2])
+    expected = train(reference, batches[2:])
     for ours, theirs in zip(outputs, expected, strict=True):
         torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
     for t in range(3):
@@ -139,27 +151,13 @@ def test_a_training_step_of_every_storage_mode_never_synchronises(
     CUDA graphs: no synchronisation, and the same training as the torch path."""
     batches = _batches(6, tables=3, batch=300, pooled=False)
     tables = _storage_tables(optimizer, PoolingMode.NONE, storage, "cuda", cuda_graphs=graphs)
-    _train_prefetching(tables, batches[:2])  # compiles every kernel variant, and captures the graphs (that may synchronise)
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        outputs = _train_prefetching(tables, batches[2:])
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
+    outputs = _without_sync(_train_prefetching, tables, batches)
     if storage == "caching":
         assert tables.cache_stats()["evictions"] > 0, "the steps evicted cached ids"
     if graphs:
         assert tables.graphs is not None and tables.graphs._shapes, "the steps replayed graphs"
     monkeypatch.setenv("DYNEMB_KERNELS", "torch")
-    reference = _storage_tables(optimizer, PoolingMode.NONE, storage, "cuda")
-    _train_prefetching(reference, batches[:2])
-    expected = _train_prefetching(reference, batches[2:])
-    for ours, theirs in zip(outputs, expected, strict=True):
-        torch.testing.assert_close(ours, theirs, rtol=1e-4, atol=1e-5)
-    for t in range(3):
-        (keys, rows, _), (want_keys, want_rows, _) = tables.export_table(t), reference.export_table(t)
-        assert torch.equal(keys, want_keys)
-        torch.testing.assert_close(rows, want_rows, rtol=1e-4, atol=1e-5)
+    _assert_trains_like(_storage_tables(optimizer, PoolingMode.NONE, storage, "cuda"), _train_prefetching, batches, tables, outputs)
 
 
 def _cuda_path_stubbed(monkeypatch: pytest.MonkeyPatch) -> None:
