@@ -68,6 +68,7 @@ READS = {
     "load_table": lambda tables: tables.load_table(1, [7], [[0.0] * 4]),
     "size": lambda tables: tables.size(0),
     "cache_stats": lambda tables: tables.cache_stats(),
+    "host_stats": lambda tables: tables.host_stats(),
     "host_traffic": lambda tables: tables.host_traffic(*GOOD),
 }
 

@@ -140,6 +140,20 @@ class Engine:
         totals = [group.host_traffic(self._part(indices, layout, g, tables)[0]) for g, (group, tables) in enumerate(self.groups)]
         return sum(read for read, _ in totals), sum(written for _, written in totals)
 
+    def host_stats(self) -> dict[str, int]:
+        """Host rows and bytes the training steps moved each way since the last reset (``HostTraffic``), all
+        groups together: one host read."""
+        counted = [group.traffic for group, _ in self.groups if group.counts_traffic]
+        totals = dict.fromkeys(("rows_in", "rows_out", "bytes_in", "bytes_out"), 0)
+        for traffic in counted:
+            for name, value in traffic.totals().items():
+                totals[name] += value
+        return totals
+
+    def reset_host_stats(self) -> None:
+        for group, _ in self.groups:
+            group.traffic.reset()
+
     def host_counts(self) -> list[int]:
         """What a step changes of the host's own counts: the step, and each group's (``TableGroup.host_counts``)."""
         return [self.step] + [count for group, _ in self.groups for count in group.host_counts()]

@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dynemb import kernels
+from dynemb.counters import HostTraffic, distinct_from, new_ids
 from dynemb.hash_table import BucketMap, Evicted
 from dynemb.initializers import GroupInitializer, Initializer
 from dynemb.kernels.operands import Access
@@ -134,7 +135,10 @@ class TableGroup:
         # its storage are then one tier to the lookup (``CachedTier``).
         drawable = self.initializer.draws is not None and self.eval_initializer.draws is not None
         self.on_device = drawable and self.storage.mapped
-        self.chain: Tier | CachedTier = self.storage if self.cache is None else CachedTier(self.cache, self.storage)
+        # The host rows training moves, counted on the device (``HostTraffic``), where the group has any.
+        self.traffic = HostTraffic(self.dim, self.width, device)
+        self.counts_traffic = not self.storage.device_only
+        self.chain: Tier | CachedTier = self.storage if self.cache is None else CachedTier(self.cache, self.storage, self.traffic)
         self.state_fill = state_fill(optimizer, params)
         # The reference system's op names: a cache's find and insert are cache_lookup and cache_insert_evict.
         self.find_op = "storage_find" if self.cache is None else "cache_lookup"
@@ -205,10 +209,13 @@ class TableGroup:
         access = self._access()
         with op_range(self.find_op):
             found = self.chain.find_or_claim(batch, access, claim=True, columns=self._fused_read(pooling))
-        per_index = self._read_host_rows(found.slots, found.read)
+        per_index = self._read_host_rows(found.slots, found.read, count=True)
         fresh = self._fresh_target(per_index, found.slots)
         with op_range(self.insert_op):
             self.chain.insert_new(found, batch.indices, access, self.evictions, self.initializer.draws, self.state_fill, fresh)
+        if self.cache is None and self.counts_traffic:  # a cache counts its own insert's rows (``CachedTier``)
+            at, valid = new_ids(found)
+            self.traffic.add(HostTraffic.ROW_OUT, (valid & (found.slots[at] >= self.storage.host_from)).sum())
         with op_range("gather_embedding"):
             output = self._output(per_index, found.slots, batch, pooling, fresh)
         return output, BatchPlan(batch, found.slots, self.version, None, False)
@@ -217,12 +224,15 @@ class TableGroup:
         """Columns the find reads of each index's embedding itself: for pooling NONE (from device rows only)."""
         return self.dim if pooling is PoolingMode.NONE else 0
 
-    def _read_host_rows(self, slots: torch.Tensor, per_index: torch.Tensor | None) -> torch.Tensor | None:
-        """Per-index rows where some live in host memory (each distinct row read once, by a sort of the slots)."""
+    def _read_host_rows(self, slots: torch.Tensor, per_index: torch.Tensor | None, count: bool = False) -> torch.Tensor | None:
+        """Per-index rows where some live in host memory (each distinct row read once, by a sort of the slots;
+        ``count``: a training lookup's, counted as traffic)."""
         if self.chain.device_only:
             return per_index
         with op_range("segmented_unique"):
             ordered = torch.sort(slots.to(self.front.slot_dtype))
+        if count:
+            self.traffic.add(HostTraffic.EMB_IN, distinct_from(ordered.values, self.front.host_from))
         with op_range("gather_embedding"):
             return self.front.gather_unique(*ordered, self.dim)
 
@@ -282,6 +292,8 @@ class TableGroup:
             # Host rows: each distinct row read once, by the slots' sort (which backward reuses).
             with op_range("segmented_unique"):
                 ordered = torch.sort(slots.to(front.slot_dtype))
+            if touch:
+                self.traffic.add(HostTraffic.EMB_IN, distinct_from(ordered.values, front.host_from))
             with op_range("gather_embedding"):
                 per_index = front.gather_unique(*ordered, self.dim)
         elif read and pooling is PoolingMode.NONE:
@@ -323,6 +335,8 @@ class TableGroup:
             spilled = self._write_back(evicted, table, new_keys, new_slots, fresh, scores, stored)
         with op_range("store_to_flat"):
             self.front.scatter(new_slots, fresh)
+        if self.front.host_from is not None:
+            self.traffic.add(HostTraffic.ROW_OUT, (new_slots >= self.front.host_from).sum())
         slots[missing] = new_slots[inverse]
         # Ids whose bucket was full of this batch's ids (slot -1) are used with these values.
         return fresh[inverse, : self.dim], spilled
@@ -344,6 +358,7 @@ class TableGroup:
         with op_range("storage_find"):
             stored = self.storage.find(keys, table)
             rows = self.storage.gather(stored)
+            self.traffic.add(HostTraffic.ROW_IN, (stored >= 0).sum())
         with op_range("initializer"):
             rows = torch.where((stored >= 0).unsqueeze(1), rows, self._initial_rows(keys, table))
         return rows, self.scores.for_new(uses, self.storage.slot_scores(stored)), stored
@@ -363,6 +378,7 @@ class TableGroup:
             return False
         with op_range("load_from_flat"):
             leaving = self.front.gather(evicted.slots[real])
+        self.traffic.add(HostTraffic.ROW_OUT, real.numel() + outside.numel())
         with op_range("storage_insert"):
             keys = torch.cat([evicted.keys[real], keys[outside]])
             order = torch.sort(keys, stable=True).indices
@@ -427,6 +443,8 @@ class TableGroup:
         optimizer = self.counters.optimizer(self.optimizer, self.params, step)
         with op_range("optimizer_update_fused"):
             updated.reduce_and_update(*ordered, index_grads, optimizer)
+        if updated.host_from is not None:
+            self.traffic.updated(ordered[0], updated.host_from)
         if self.cache is not None and not self.on_device and (plan.spilled or stale):
             with op_range("optimizer_update_fused"):
                 # Indices whose id is not cached: step its row in storage.
@@ -435,6 +453,7 @@ class TableGroup:
                     stored = self.storage.find(batch.indices[outside], self._table_of(outside, batch))
                     stored, order = torch.sort(stored)
                     self.storage.reduce_and_update(stored, order, index_grads[outside], optimizer)
+                    self.traffic.updated(stored, 0)
 
     def host_traffic(self, batch: GroupBatch) -> tuple[int, int]:
         """Bytes a training step of ``batch`` reads from and writes to host memory for the rows stored now

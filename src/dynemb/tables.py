@@ -30,7 +30,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     made on the device and kept there: the first failure since the last read is raised,
     with the message an eager check gives, by ``check_inputs`` (which a training loop may
     call every N steps) and at points that read the device anyway or do not run in a step:
-    ``export_table``, ``load_table``, ``size``, ``cache_stats``, ``host_traffic``, and the
+    ``export_table``, ``load_table``, ``size``, ``cache_stats``, ``host_stats``, ``host_traffic``, and the
     first eval forward after training (an eval loop reads once; its own batches wait for
     the next read point). Until then a bad batch runs on safe offsets (garbage out, nothing
     out of bounds). On the CPU they raise at once.
@@ -161,6 +161,20 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         for group, _ in self.engine.groups:
             for counter in (group.hits, group.misses, group.evictions):
                 counter.zero_()
+
+    def host_stats(self) -> dict[str, int]:
+        """Host rows the training steps (prefetches included) moved between host and device memory since the
+        last ``reset_host_stats``, counted on the device and read here (one host sync): ``rows_in`` and
+        ``bytes_in`` read from host memory (a cache's misses brought in whole, with their optimizer state; the
+        embedding of each distinct host row a HYBRID or HOST lookup reads; each host row the update reads),
+        ``rows_out`` and ``bytes_out`` written to it (evictees and ids a cache could not place, new ids stored
+        in host memory, each host row the update writes back). Each move counts once; all zero where every
+        row is in device memory. See docs/dynemb.md."""
+        self.check_inputs()
+        return self.engine.host_stats()
+
+    def reset_host_stats(self) -> None:
+        self.engine.reset_host_stats()
 
     def export_table(self, table: int) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """(ids ascending, rows ``[n, dim]``, optimizer state per row by name), on the CPU."""

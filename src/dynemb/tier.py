@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dynemb import kernels
+from dynemb.counters import HostTraffic, new_ids
 from dynemb.hash_table import BucketedHashTable, BucketMap, Evicted
 from dynemb.kernels.operands import Access, DrawTables, Found, OptimizerArgs, RowParts, Source
 from dynemb.ranges import op_range
@@ -62,6 +63,11 @@ class Tier:
     def mapped(self) -> bool:
         """Kernels reach every row where it is (no copies)."""
         return self._rows.mapped
+
+    @property
+    def host_from(self) -> int | None:
+        """The first slot whose row is in host memory; None where every row is on the device."""
+        return None if self._rows.device_only else self._rows.split
 
     def device_rows(self, columns: int) -> torch.Tensor:
         """The first ``columns`` of the rows in device memory, as a view (indexed by slot; the spare row last)."""
@@ -202,14 +208,15 @@ class CachedTier:
     then a claiming find, a plan and a write whose rows come straight from the cache slots they leave); then
     the cache writes its new ids with their rows read straight from storage (or drawn, for ids it holds
     nowhere), and gives each index it could not place its storage address. A missed id's stored row is
-    protected from the write-back's evictions until it has been read.
+    protected from the write-back's evictions until it has been read. The rows the insert moves are counted
+    in ``traffic`` (``dynemb.counters.HostTraffic``) on the device.
     """
 
-    def __init__(self, cache: Tier, storage: Tier) -> None:
+    def __init__(self, cache: Tier, storage: Tier, traffic: HostTraffic) -> None:
         cache_parts, storage_parts = cache._rows.parts(), storage._rows.parts()
         if storage_parts.split != 0:
             raise ValueError("a cache's storage keeps its rows in host memory")
-        self.cache, self.storage = cache, storage
+        self.cache, self.storage, self.traffic = cache, storage, traffic
         self.base = cache_parts.spare + 1
         self.parts = RowParts(cache_parts.device, storage_parts.host, self.base, self.base + storage_parts.spare)
         self.slot_dtype = torch.int32 if self.parts.spare < 2**31 else torch.int64
@@ -227,6 +234,11 @@ class CachedTier:
     def device_only(self) -> bool:
         """A find reads rows from device memory only (the cache's; stored rows come in through the insert)."""
         return True
+
+    @property
+    def host_from(self) -> int:
+        """The first address in host memory: the storage's rows."""
+        return self.base
 
     def device_rows(self, columns: int) -> torch.Tensor:
         return self.cache.device_rows(columns)
@@ -251,6 +263,22 @@ class CachedTier:
             self.storage.plan_new(stored, evicted)
             self.storage.write_new(stored, out_keys, there, draws, state_fill, None, self.cache.source(leaving, carry=True))
         self.cache.write_new(found, keys, access, draws, state_fill, fresh, self.storage.source(found.outer, False, stored.slots, self.base))
+        self._count(found, stored, leaving, fill=fresh is not None)
+
+    def _count(self, found: Found, stored: Found, leaving: torch.Tensor, fill: bool) -> None:
+        """The rows an insert moved, counted without a host read: out, each evictee the storage took and each
+        id the cache could not place that the storage took as new (its drawn row); in, each missed id's stored
+        row that came into a cache slot and (``fill``: a lookup's) each index the cache could not place whose
+        stored embedding it read."""
+        traffic = self.traffic
+        at, valid = new_ids(stored)
+        spilled_new = valid & (leaving[at] < 0) & (stored.slots[at] >= 0)
+        traffic.add(traffic.ROW_OUT, ((leaving >= 0) & (stored.slots >= 0)).sum() + spilled_new.sum())
+        at, valid = new_ids(found)
+        given = found.slots[at]
+        traffic.add(traffic.ROW_IN, (valid & (found.outer[at] >= 0) & (given >= 0) & (given < self.base)).sum())
+        if fill:
+            traffic.add(traffic.EMB_IN, ((found.slots >= self.base) & (found.outer >= 0)).sum())
 
     def fresh_rows(self, keys: torch.Tensor, found: Found, draws: DrawTables, dst: torch.Tensor) -> None:
         """Each index absent from the cache: its stored row, else its draw, into its row of ``dst``."""
