@@ -24,10 +24,12 @@ from typing import Any
 
 import torch
 
+from dynemb import StorageMode
 from dynemb.kernels import kernel_path
 from dynemb.ranges import emit_range
 from embprof.atomic import atomic_path
 from embprof.labels import sanitize_label
+from embprof.results.records import HOST_TRAFFIC_FIELDS
 from embprof.results.timings import BACKENDS, PHASES, timing_entry
 
 from .backends import Baseline, build_baseline, build_dynamic_tables, load_dyn_rows, reference_rows
@@ -306,12 +308,24 @@ def time_phases(work: Workload, repeat: str = "") -> dict[str, PhaseTimes]:
     return times
 
 
+def host_traffic(work: Workload, iterations: int) -> dict[str, float]:
+    """dyn's host rows and bytes each way per timed train iteration (``dynemb``'s ``host_stats``, counted on
+    the device since the last reset, read here once), as the record's ``HOST_TRAFFIC_FIELDS``; none for a
+    config whose dyn tables keep every row on the device."""
+    dyn = work.backends[0].module
+    if all(dyn.storage_mode(t) is StorageMode.GPU for t in range(dyn.num_tables)):
+        return {}
+    stats = dyn.host_stats()
+    names = ("rows_in", "rows_out", "bytes_in", "bytes_out")
+    return {field: stats[name] / iterations for field, name in zip(HOST_TRAFFIC_FIELDS, names, strict=True)}
+
+
 def make_record(
-    work: Workload, repeats: list[dict[str, PhaseTimes]], provenance: dict[str, Any]
+    work: Workload, repeats: list[dict[str, PhaseTimes]], provenance: dict[str, Any], traffic: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """DESIGN.md's record: each flat ``<backend>_<phase>_ms`` is the median of its repeats,
     which ``timings`` keeps with their summary; a backend that did not run has nulls and its
-    ``<backend>_skip_reason``."""
+    ``<backend>_skip_reason``; ``traffic`` (``host_traffic``) last, where the config has host rows."""
     cfg, batches = work.cfg, work.batches
     record: dict[str, Any] = {
         "label": cfg.label,
@@ -350,6 +364,7 @@ def make_record(
     record["timer"] = Stopwatch(work.device).timer
     record["timings"] = timings
     record["provenance"] = provenance
+    record.update(traffic or {})
     for key, value in record.items():
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"{cfg.label}: {key} is {value}")
@@ -361,13 +376,15 @@ def run_timing(cfg: BenchmarkConfig, opts: RunOptions) -> dict[str, Any]:
     provenance = run_provenance(opts.checkout, pick_device())
     work = prepare(cfg, opts)
     warm_up(work)
+    work.backends[0].module.reset_host_stats()  # the timed iterations' traffic only (read once, after them)
     repeats = [
         time_phases(work, f" {r + 1}/{opts.repeats}" if opts.repeats > 1 else "") for r in range(opts.repeats)
     ]
+    traffic = host_traffic(work, len(work.batches) * opts.repeats)
     # What the run used: a kernel that failed to compile shows now, and so do --cpu-threads.
     provenance["kernel_path"] = kernel_path(work.device)
     provenance["torch_threads"] = torch.get_num_threads()
-    return make_record(work, repeats, provenance)
+    return make_record(work, repeats, provenance, traffic)
 
 
 # ---- profile modes -------------------------------------------------------------------------

@@ -23,6 +23,7 @@ TEST = "test_dynamicemb_vs_torchrec"
 DESIGN_EXAMPLE = "T10_totalB1048570_D128_adam_caching_pool=none_cap=25M_cfr=1.0"
 sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
 from benchmark.results import RESULT_FIELDS  # noqa: E402
+from embprof.results.records import HOST_TRAFFIC_FIELDS  # noqa: E402
 
 
 def bench(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -111,7 +112,9 @@ def test_every_suite_runs_at_smoke_size_two_processes_append_to_one_file(tmp_pat
     records = json.loads(results.read_text())
     assert sorted(r["label"] for r in records) == sorted(_smoke_labels())
     for r in records:
-        assert list(r) == list(RESULT_FIELDS)
+        host = parse_label(r["label"]).mode != "gpu"  # dyn's host traffic, where its tables keep rows in host memory
+        assert list(r) == list(RESULT_FIELDS) + list(HOST_TRAFFIC_FIELDS if host else ())
+        assert not host or r["dyn_host_bytes_in_per_iter"] > 0
         assert r["status"] == "ok" and r["device"] == "cpu"
         assert r["avg_n_total"] == 1024 and 0 < r["avg_n_unique"] <= 1024
         assert r["num_iterations"] == 4 and tuple(r["num_embeddings_per_feature"]) == parse_label(r["label"]).caps

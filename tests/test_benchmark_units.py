@@ -175,6 +175,45 @@ def test_bad_results_file_and_bad_record(tmp_path: Path) -> None:
         append_record(path, _record("z") | {"provenance": PROVENANCE | {"null_reasons": {}, "driver": None}})
 
 
+def test_a_record_carries_the_host_traffic_fields_all_or_none(tmp_path: Path) -> None:
+    from embprof.results.records import HOST_TRAFFIC_FIELDS
+
+    path = tmp_path / "r.json"
+    traffic = dict.fromkeys(HOST_TRAFFIC_FIELDS, 12.5)
+    append_record(path, _record("a") | traffic)
+    append_record(path, _record("b"))  # a config without host rows, or a record from before issue 32
+    assert [HOST_TRAFFIC_FIELDS[0] in r for r in read_records(path)] == [True, False]
+    with pytest.raises(ContractError, match="missing"):
+        append_record(path, _record("c") | {HOST_TRAFFIC_FIELDS[0]: 1.0})
+    with pytest.raises(ContractError, match="not a count per iteration"):
+        append_record(path, _record("c") | traffic | {HOST_TRAFFIC_FIELDS[2]: "many"})
+
+
+@pytest.mark.parametrize("suite", ["TestGpu", "TestCaching"])
+def test_the_timed_iterations_host_traffic_goes_into_the_record(monkeypatch: pytest.MonkeyPatch, suite: str) -> None:
+    """Per timed train iteration, counted from the reset after warm-up; a config of GPU rows has none."""
+    from dataclasses import replace
+
+    from benchmark import runner
+    from benchmark.configs import RunOptions
+    from embprof.results.records import HOST_TRAFFIC_FIELDS
+
+    monkeypatch.setattr(runner, "pick_device", lambda: CPU)
+    cfg = replace(suite_configs(suite, PRESETS["smoke"])[0], num_iterations=2)
+    work = runner.prepare(cfg, RunOptions(left_out={"trc": "--no-torchrec"}))
+    runner.warm_up(work)
+    work.backends[0].module.reset_host_stats()
+    repeats = [runner.time_phases(work) for _ in range(2)]
+    stats = work.backends[0].module.host_stats()
+    record = runner.make_record(work, repeats, PROVENANCE, runner.host_traffic(work, 4))
+    if suite == "TestGpu":
+        assert not set(HOST_TRAFFIC_FIELDS) & set(record)
+        return
+    assert list(record)[-4:] == list(HOST_TRAFFIC_FIELDS)
+    assert record["dyn_host_rows_in_per_iter"] == stats["rows_in"] / 4 and record["dyn_host_bytes_out_per_iter"] == stats["bytes_out"] / 4
+    assert record["dyn_host_bytes_in_per_iter"] > 0 and record["dyn_host_rows_out_per_iter"] > 0
+
+
 @pytest.mark.parametrize("suite", ["TestGpu", "TestCaching", "TestNoCaching", "TestNoHbm"])
 def test_each_suite_builds_its_storage_mode(suite: str) -> None:
     from benchmark.backends import build_dynamic_tables

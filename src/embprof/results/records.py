@@ -35,6 +35,11 @@ RESULT_FIELDS = (
     "torchrec_version", "trc_skip_reason", "nv_skip_reason", "status", "repeats", "timer",
     "timings", "provenance",
 )
+# Since issue 32, and only in records of configs whose dyn tables keep rows in host memory: the host rows dyn's
+# timed training iterations moved each way (``dynemb``'s ``host_stats``), per iteration. Older records lack them.
+HOST_TRAFFIC_FIELDS = (
+    "dyn_host_rows_in_per_iter", "dyn_host_rows_out_per_iter", "dyn_host_bytes_in_per_iter", "dyn_host_bytes_out_per_iter",
+)
 EC_RESULT_FIELDS = (
     "label", "benchmark", "status", "skip_reason", "use_index_dedup", "use_dynamic_embedding",
     "table_backend", "batch_size", "local_batch_size", "world_size", "device", "gpu_name",
@@ -50,14 +55,26 @@ LOCK_TIMEOUT_S = 120
 
 def check_record(record: dict[str, Any], fields: Sequence[str] = RESULT_FIELDS) -> None:
     """A record carries exactly the contract's fields (a benchmark record: complete timings and
-    provenance too). Readers take older records without them."""
+    provenance too, and the host traffic fields all or none). Readers take older records without them."""
+    optional = HOST_TRAFFIC_FIELDS if fields is RESULT_FIELDS else ()
     missing = [f for f in fields if f not in record]
-    extra = [f for f in record if f not in fields]
+    if any(f in record for f in optional):
+        missing += [f for f in optional if f not in record]
+    extra = [f for f in record if f not in fields and f not in optional]
     if missing or extra:
         raise ContractError(f"result record fields: missing {missing}, unexpected {extra}")
     if fields is RESULT_FIELDS:
         check_timings(record)
         check_provenance(record["provenance"])
+        check_host_traffic(record)
+
+
+def check_host_traffic(record: dict[str, Any]) -> None:
+    """The host traffic fields a record has are counts >= 0 or null (``HOST_TRAFFIC_FIELDS``)."""
+    for name in HOST_TRAFFIC_FIELDS:
+        value = record.get(name)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0):
+            raise ContractError(f"{name} is {value!r}, not a count per iteration (a number >= 0, or null)")
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -78,6 +95,7 @@ def check_results(records: list[dict[str, Any]], path: str | os.PathLike[str]) -
         try:
             parse_label(label)
             check_timing_values(record)
+            check_host_traffic(record)
         except (ValueError, ContractError) as exc:
             raise ContractError(f"{path}: record {i}: {exc}") from None
     labels = [r["label"] for r in records]
