@@ -23,10 +23,11 @@ import plotly.graph_objects as go
 from markupsafe import Markup
 
 from embprof.atomic import atomic_path, write_text
+from embprof.bandwidth.link import link_table
 from embprof.bandwidth.view import bandwidth_figure, with_bandwidth
 from embprof.compare import compare_runs
 from embprof.compare.render import TEST_NOTE, config_cells, op_cells
-from embprof.pages.cells import Cells, to_cells
+from embprof.pages.cells import Cells, Column, fmt_count, fmt_ms, fmt_pct, to_cells
 from embprof.pages.html import LegendItem, legend_items, render
 from embprof.pages.legend import busy_note, config_legends
 from embprof.plots.export import PngJob, export_pngs
@@ -159,6 +160,7 @@ class ReportPage:
     budget: dict[str, Any]
     budget_md: Cells
     bandwidth: dict[str, Any] | None
+    link: dict[str, Any] | None  # host traffic against the link's pinned copy peaks, where records count it
     comparison: _Comparison | None
     sections: list[_Section]
     failed: list[_Failed]
@@ -239,6 +241,7 @@ def report_page(run: Run, previous: Run | None = None, out_dir: Path | None = No
         },
         budget_md=to_cells(budget, budget_view(budget, cpu_stand_in, config="label")),
         bandwidth=_bandwidth_context(bandwidth, bandwidth_fig, run.peak),
+        link=_link_context(run.records, run.peak, names),
         comparison=_comparison(run, previous),
         sections=sections,
         failed=[_failed(run.statuses[label]) for label in sorted(failed_steps)],
@@ -258,6 +261,8 @@ def render_markdown(page: ReportPage) -> str:
         budget=page.budget_md,
         failed=[markdown.FailedSummary(f.label, f.step, f.returncode, f.log_tail) for f in page.failed],
         top_ops=page.top_ops_md,
+        link=page.link["cells_md"] if page.link else None,
+        link_note=page.link["note"] if page.link else "",
         comparison_name=comparison.name if comparison else None,
         config_deltas=comparison.configs if comparison else None,
         op_deltas=comparison.ops if comparison else None,
@@ -282,6 +287,7 @@ def render_html(page: ReportPage) -> str:
         top_ops=page.top_ops,
         budget=page.budget,
         bandwidth=page.bandwidth,
+        link=page.link,
         comparison=page.comparison,
         sections=page.sections,
         failed=page.failed,
@@ -317,6 +323,43 @@ def _bandwidth_context(
             f" over its time per iteration. {against} Ops without a bytes formula show none."
         ),
     }
+
+
+LINK_VIEW = (
+    Column("name", "config", hover="label"),
+    Column("mb_in", "host MB in/iter", fmt_ms, True),  # three decimals, as ms
+    Column("mb_out", "host MB out/iter", fmt_ms, True),
+    Column("link_in_ms", "in ms at peak", fmt_ms, True),
+    Column("link_out_ms", "out ms at peak", fmt_ms, True),
+    Column("link_ms", "link ms", fmt_ms, True),
+    Column("train_ms", "dyn train ms", fmt_ms, True),
+    Column("link_share_pct", "link % of step", fmt_pct, True),
+    Column("rows_in", "rows in/iter", fmt_count, True),
+    Column("rows_out", "rows out/iter", fmt_count, True),
+)
+LINK_MD_VIEW = (Column("label", "config"), *LINK_VIEW[1:])
+
+
+def _link_context(records: list[dict[str, Any]], peak: Peak | None, names: Mapping[str, str]) -> dict[str, Any] | None:
+    """dyn's host rows per train iteration against the link's pinned copy peaks (``link_table``); None where no
+    record counts them."""
+    table = link_table(records, peak)
+    if table.empty:
+        return None
+    table["name"] = [names.get(label, label) for label in table["label"]]
+    copies = peak.copy_gbps if peak else {}
+    if "pinned->device" in copies and "device->pinned" in copies:
+        against = (f"at {peak.name}'s measured pinned copy peaks, {copies['pinned->device']:,.1f} GB/s host to device"
+                   f" and {copies['device->pinned']:,.1f} GB/s device to host")
+    else:
+        against = "no pinned copy peak was measured for this run (no peak_bandwidth.json with copy_gbps): MB only"
+    note = (
+        "Host rows dyn's timed train iterations moved each way, per iteration (MB: 10^6 bytes; a cache's misses and"
+        " write-backs, host rows read and stepped in place), and the ms that takes " + against + ". The link ms is"
+        " the longer direction (the link carries both at once): the least time the step needs for its host rows;"
+        " link % of step is it over dyn's train ms, the distance to the link's limit (100%: the link alone fills the step)."
+    )
+    return {"cells": to_cells(table, LINK_VIEW), "cells_md": to_cells(table, LINK_MD_VIEW), "note": note}
 
 
 def export_figures(wanted: Mapping[str, Figure], figures_dir: Path) -> None:

@@ -69,6 +69,8 @@ def summary(
     failed: Sequence[FailedSummary],
     budget: Cells | None = None,
     top_ops: Cells,
+    link: Cells | None = None,
+    link_note: str = "",
     comparison_name: str | None = None,
     config_deltas: Cells | None = None,
     op_deltas: Cells | None = None,
@@ -108,6 +110,8 @@ def summary(
                 "",
             ]
     parts += ["## Ops that cost most across configs", "", md_table(top_ops), ""]
+    if link is not None and link.rows:
+        parts += ["## Host traffic against the link", "", md_text(link_note), "", md_table(link), ""]
     if comparison_name is not None and config_deltas is not None and op_deltas is not None:
         parts += [f"## Changes against {md_code(comparison_name)}", ""]
         parts += [f"> {note}" for note in comparison_notes] + ([""] if comparison_notes else [])
