@@ -23,7 +23,8 @@ training, where ids seen before dominate, as in the benchmark suite. ``host`` is
 wall ms per timed step the host took to hand the step to the GPU: where it reaches
 ``fwd + bwd`` the step is host-bound (it waits for the GPU, or launches slower than
 the GPU runs); ``--host-profile`` shows where dyn's host time per step goes, and
-``--kernel-profile`` its GPU time per kernel, over a first pass and over steady steps. The seed size
+``--kernel-profile`` its GPU time per kernel, over a first pass and over steady steps;
+``--cuda-graphs`` replays dyn's steps from CUDA graphs (``dynemb.graphs``). The seed size
 (default) is for a GPU; ``--small`` is a CPU-sized run that checks the script works
 (there TBE runs EmbeddingLocation.HOST, and ADAM, which TBE's CPU kernels lack,
 shows no baseline).
@@ -45,6 +46,7 @@ from dataclasses import dataclass
 import torch
 
 from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
+from dynemb.graphs import wanted as graphs_wanted
 from embprof.atomic import write_json
 
 ROW_FLOATS = {EmbOptimType.EXACT_SGD: 1, EmbOptimType.ADAM: 3}
@@ -69,6 +71,7 @@ class Workload:
     warmup: int
     cache_ratio: float
     device: torch.device
+    cuda_graphs: bool = False
 
 
 def power_law_ids(count: int, low: int, high: int, alpha: float, device: torch.device, generator: torch.Generator) -> torch.Tensor:
@@ -114,7 +117,9 @@ def build_dyn(work: Workload, optimizer: EmbOptimType, storage: str, unique: lis
         )
         for rows in device_rows(work, storage, unique)
     ]
-    return BatchedDynamicEmbeddingTables(options, optimizer, PoolingMode.NONE, device=work.device, learning_rate=0.01)
+    return BatchedDynamicEmbeddingTables(
+        options, optimizer, PoolingMode.NONE, device=work.device, learning_rate=0.01, cuda_graphs=work.cuda_graphs,
+    )
 
 
 def build_tbe(work: Workload, optimizer: EmbOptimType, storage: str, unique: list[int]) -> torch.nn.Module | None:
@@ -368,6 +373,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--host-profile", action="store_true", help="also print where dyn's host time per step goes (torch profiler, CPU)")
     parser.add_argument("--kernel-profile", action="store_true",
                         help="also print dyn's GPU time per kernel over a first pass (a module of its own) and over steady steps (CUDA)")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="dyn's training steps replayed from CUDA graphs (cuda_graphs=True; the default is DYNEMB_CUDA_GRAPHS)")
     args = parser.parse_args(argv)
     for name, value in (SMALL_SIZE if args.small else SEED_SIZE).items():
         if getattr(args, name) is None:
@@ -395,7 +402,10 @@ def main(argv: list[str]) -> int:
     if args.json and not os.path.isdir(os.path.dirname(os.path.abspath(args.json))):
         print(f"error: the folder of --json {args.json} does not exist", file=sys.stderr)
         return 2
-    work = Workload(args.tables, args.rows, args.batch, args.dim, args.alpha, args.iterations, args.warmup, args.cache_ratio, device)
+    work = Workload(
+        args.tables, args.rows, args.batch, args.dim, args.alpha, args.iterations, args.warmup, args.cache_ratio, device,
+        args.cuda_graphs or graphs_wanted(None),
+    )
     records = run(work, names, args.host_profile, args.kernel_profile)
     peaks = copy_peaks(device) if any(CONFIGS[name][1] in OFF_DEVICE for name in names) else None
     print_link(records, peaks)

@@ -30,7 +30,7 @@ from dynemb import (
 from dynemb.hash_table import BucketedHashTable, BucketMap
 from dynemb.hashing import seed_word
 from dynemb.kernels import torch_ops
-from dynemb.kernels.operands import Access, DrawTables, OptimizerArgs, RowParts
+from dynemb.kernels.operands import Access, DrawTables, OptimizerArgs, RowParts, Source
 from dynemb.optimizers import OptimizerParams, initial_state, state_width
 
 CUDA = torch.cuda.is_available()
@@ -183,7 +183,7 @@ def test_batch_find_over_tables_matches_torch(add_counts: bool) -> None:
     for ops in (torch_ops, triton_ops):
         scores = table.arrays.scores.clone()
         hits, misses = torch.zeros(4, dtype=torch.int64, device=DEVICE), torch.zeros(4, dtype=torch.int64, device=DEVICE)
-        slots, buckets = ops.find(table.arrays._replace(scores=scores), indices, None, offsets, 2, Access(42, add_counts, hits, misses))
+        slots, buckets = ops.find(table.arrays._replace(scores=scores), indices, None, offsets, 2, Access(torch.tensor([42], device=DEVICE), add_counts, hits, misses))
         keyed = ops.find(table.arrays, indices, owner, None, 0, None)
         results.append((slots, buckets, *keyed, scores[:-1], hits, misses))
     slots, buckets = results[0][:2]
@@ -243,7 +243,7 @@ def _random_update_case(optimizer: EmbOptimType, seed: int) -> dict:
 @pytest.mark.parametrize("optimizer", list(EmbOptimType))
 def test_reduce_and_update_matches_torch(optimizer: EmbOptimType) -> None:
     case = _random_update_case(optimizer, seed=list(EmbOptimType).index(optimizer))
-    args = (case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs(optimizer, case["params"], 3))
+    args = (case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs.of(optimizer, case["params"], 3, DEVICE))
     total = case["rows"].shape[0]
     results = {}
     for split in (total, 0, 57):  # every row on the device, every row in host memory, split
@@ -305,7 +305,7 @@ def test_reduce_and_update_over_block_edges_matches_torch(
         slots = torch.sort(torch.randperm(capacity, generator=generator)[: counts.numel()]).values
         slots[0] = -1  # ids that found no slot come first
         case = _grouped_case(optimizer, slots, counts, dim, capacity, generator)
-        args = (case["order"], case["index_grads"], OptimizerArgs(optimizer, case["params"], 3))
+        args = (case["order"], case["index_grads"], OptimizerArgs.of(optimizer, case["params"], 3, DEVICE))
         expected = _split(case["rows"], capacity + 1)
         torch_ops.reduce_and_update(expected, case["grouped_slots"], *args)
         assert not torch.equal(expected.device[:-1], case["rows"][:-1]), "the update must change rows"
@@ -417,6 +417,80 @@ def test_tables_train_the_same_with_kernels_and_torch(monkeypatch: pytest.Monkey
             torch.testing.assert_close(state_b[name], state_a[name], rtol=1e-4, atol=1e-5)
 
 
+# A graphed step in each storage mode: HBM (the sgd step graphs are for), a cache whose misses spill and whose
+# batch is prefetched between a forward and its backward, host rows pooled.
+GRAPH_CASES = [
+    (EmbOptimType.EXACT_SGD, PoolingMode.NONE, "gpu"),
+    (EmbOptimType.ADAM, PoolingMode.NONE, "caching"),
+    (EmbOptimType.EXACT_ROWWISE_ADAGRAD, PoolingMode.SUM, "host"),
+]
+
+
+@kernels_here
+@pytest.mark.parametrize(("optimizer", "pooling", "storage"), GRAPH_CASES)
+def test_a_graphed_step_trains_as_the_eager_one(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, pooling: PoolingMode, storage: str) -> None:
+    """Steps of one batch shape replayed from graphs (CUDA graphs on a GPU; recorded launches and ops replayed on
+    the CPU, ``recorded_graph``) train exactly as the same steps run eagerly: every clock, batch number and ADAM
+    step a replay needs comes from device memory. With evictions, a bad batch among them (its check raised
+    later, the same), and a cache's prefetch between a forward and its backward (that backward runs eagerly)."""
+    from recorded_graph import RecordedGraph
+
+    import dynemb.kernels as kernels
+    import dynemb.validation as validation
+    from dynemb.graphs import StepGraphs
+
+    if not CUDA:  # the CUDA code path on CPU tensors: Triton kernels run by the interpreter, checks deferred
+        monkeypatch.setattr(kernels, "_triton_for", lambda is_cuda: True)
+        monkeypatch.setattr(validation, "DEFERRED_DEVICE_TYPES", frozenset({"cuda", "cpu"}))
+    monkeypatch.setattr(kernels, "_FAILED", set())
+    batch, dim = (256, 16) if CUDA else (48, 4)
+    generator = torch.Generator().manual_seed(4)
+    batches = []
+    for step in range(7):
+        ids = (torch.randint(0, 600, (2 * batch,), generator=generator) ** 2 % (700 + 50 * step)).to(DEVICE)
+        offsets = torch.arange(0, 2 * batch + 1, 1 if pooling is PoolingMode.NONE else 2)  # bags of one id, or of two
+        batches.append((ids, offsets.to(DEVICE)))
+    bad = batches[4][1].clone()
+    bad[[5, 6]] = bad[[6, 5]]  # not non-decreasing: the step runs on safe offsets, the check raises at the next read
+    batches[4] = (batches[4][0], bad)
+    row_bytes = (dim + state_width(optimizer, dim)) * 4
+    hbm = {"gpu": None, "caching": 40 * row_bytes, "host": 0}[storage]
+
+    def build(**graphs: object) -> BatchedDynamicEmbeddingTables:
+        options = [
+            DynamicEmbTableOptions(dim=dim, max_capacity=256, bucket_capacity=16, caching=storage == "caching", local_hbm_for_values=hbm, seed=t)
+            for t in range(2)
+        ]
+        return BatchedDynamicEmbeddingTables(options, optimizer, pooling, device=DEVICE, learning_rate=0.1, **graphs)
+
+    eager, graphed = build(), build(cuda_graphs=True)
+    if not CUDA:
+        graphed.graphs = StepGraphs(graphed, RecordedGraph)
+    assert graphed.graphs.usable and graphed.storage_mode(0).value == storage
+    for step, (ids, offsets) in enumerate(batches):
+        outputs = []
+        for tables in (eager, graphed):
+            out = tables(ids, offsets)
+            if storage == "caching" and step == 3:  # the next batch brought in before this one's backward
+                tables.prefetch(*batches[step + 1])
+            outputs.append(out.detach().clone())
+            out.backward(torch.ones_like(out) * 0.5 + out.detach() * 0.1)
+        torch.testing.assert_close(outputs[1], outputs[0], rtol=1e-5, atol=1e-6)
+    (shape,) = graphed.graphs._shapes.values()
+    assert shape.grad is not None, "a forward and a backward were captured and replayed"
+    for tables in (eager, graphed):
+        with pytest.raises(ValueError, match="non-decreasing"):
+            tables.check_inputs()
+    assert graphed.step == eager.step == len(batches) and graphed.cache_stats() == eager.cache_stats()
+    assert eager.cache_stats()["evictions"] > 0
+    for t in range(2):
+        (keys_a, rows_a, state_a), (keys_b, rows_b, state_b) = eager.export_table(t), graphed.export_table(t)
+        assert torch.equal(keys_a, keys_b)
+        torch.testing.assert_close(rows_b, rows_a, rtol=1e-5, atol=1e-6)
+        for name in state_a:
+            torch.testing.assert_close(state_b[name], state_a[name], rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.skipif(RUNS_KERNELS, reason="needs a Triton kernel that cannot run: CPU tensors without the interpreter")
 def test_a_kernel_that_cannot_run_falls_back_to_torch_once(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("triton")
@@ -447,7 +521,7 @@ def test_a_step_that_failed_after_writing_is_not_rerun(monkeypatch: pytest.Monke
     rows = case["rows"].clone()
     with pytest.raises(kernels.PartialUpdateError):
         parts = RowParts(rows, rows, rows.shape[0], rows.shape[0] - 1)
-        kernels.reduce_and_update(parts, case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs(EmbOptimType.EXACT_SGD, case["params"], 1))
+        kernels.reduce_and_update(parts, case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs.of(EmbOptimType.EXACT_SGD, case["params"], 1, DEVICE))
     assert torch.equal(rows, case["rows"]), "the torch path must not run after a partial update"
 
 
@@ -502,6 +576,13 @@ def test_place_keys_matches_torch(num_buckets: int, bucket_capacity: int) -> Non
         assert torch.equal(ours, reference)
 
 
+def _draws(dim: int) -> DrawTables:
+    """A UNIFORM table and a CONSTANT one, as kernels draw them."""
+    return DrawTables(
+        torch.tensor([seed_word(1), seed_word(2)], device=DEVICE), torch.tensor([-0.5, 1.0], device=DEVICE), torch.tensor([1.0, 0.0], device=DEVICE), dim,
+    )
+
+
 def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: int, indices: torch.Tensor, offsets: torch.Tensor, lfu: bool):
     """One training lookup's find and insert of new ids through ``ops``, as ``TableGroup`` runs them; what it
     left: (slots, entry, found rows, the table's arrays, the rows, the pending keys after the insert)."""
@@ -509,17 +590,15 @@ def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: i
     hits = torch.zeros(table.map.num_tables, dtype=torch.int64, device=DEVICE)
     misses, evictions = torch.zeros_like(hits), torch.zeros_like(hits)
     index = table.arrays.with_pending()
-    access = Access(7, lfu, hits, misses)
+    access = Access(torch.tensor([7], device=DEVICE), lfu, hits, misses)
     device_rows = parts if split > parts.spare else None
-    found = ops.find_or_claim(index, indices, offsets, (offsets.numel() - 1) // table.map.num_tables, access, True, device_rows, 4)
+    found = ops.find_or_claim(index, indices, None, offsets, (offsets.numel() - 1) // table.map.num_tables, access, True, device_rows, 4, None)
     claimed = index.pending.keys.clone()
     protected = index.protected.clone()
     ops.place_new(index, found, evictions)
-    draws = DrawTables(
-        torch.tensor([seed_word(1), seed_word(2)], device=DEVICE), torch.tensor([-0.5, 1.0], device=DEVICE), torch.tensor([1.0, 0.0], device=DEVICE),
-    )
+    draws = _draws(4)
     fresh = torch.zeros(indices.numel(), 4, device=DEVICE)
-    ops.write_new(index, found, indices, access, parts, draws, 0.25, fresh)
+    ops.write_new(index, found, indices, access, parts, draws, 0.25, fresh, None)
     assert protected[:-1].sum() > 0 and not index.protected.any(), "the find protects the batch's slots, the write releases them"
     state = (index.keys.clone(), index.scores.clone(), index.occupied.clone(), hits, misses, evictions)
     return found.slots, found.entry, found.read, fresh, claimed, state, _joined(parts), index.pending
@@ -564,6 +643,101 @@ def test_insert_of_new_ids_without_a_count_matches_torch(lfu: bool, split: int |
         assert (pending.keys == torch.iinfo(torch.int64).max).all() and (pending.owner == 0).all() and (pending.uses == 0).all()
 
 
+def _cached_insert_with(ops, lfu: bool, seed: int) -> dict:
+    """One training lookup of a cache over storage through ``ops``, the steps ``dynemb.tier.CachedTier`` runs: the
+    find through both tiers, the cache's plan, what it sends to storage, storage's claiming find, plan and write
+    (rows from the cache slots they leave), the cache's write (rows from storage), as two tables in one set of
+    slot arrays per tier. What it left, and what it sent."""
+    generator = torch.Generator().manual_seed(seed)
+    cap, dim, width = 4, 4, 6
+    cache, _, _ = _map_table((2, 3), (2, 3), cap, seed=seed)  # some ids of each table cached, buckets nearly full
+    storage = BucketedHashTable(BucketMap((3, 4), (0, 0)), cap, DEVICE)  # every row in host memory
+    stored_keys = torch.cat([torch.arange(-40, 40), torch.arange(600, 640)]).to(DEVICE)
+    stored_keys = stored_keys[torch.randperm(stored_keys.numel(), generator=generator).to(DEVICE)]
+    for t in range(2):  # storage: some of those of each table, some buckets full
+        keys = _first_per_bucket_of(storage, stored_keys, t, cap)
+        storage.insert(keys, torch.randint(0, 9, keys.shape, generator=generator).to(DEVICE), table=torch.full_like(keys, t))
+    cache.scores.copy_(torch.randint(0, 5, cache.scores.shape, generator=generator).to(DEVICE))
+    cache_rows = torch.randn(cache.capacity + 1, width, generator=generator).to(DEVICE)
+    storage_rows = torch.randn(storage.capacity + 1, width, generator=generator).to(DEVICE)
+    cache_parts, storage_parts = _split(cache_rows, cache.capacity + 1), _split(storage_rows, 0)
+    cached, stored = (cache.items(0)[0], cache.items(1)[0]), (storage.items(0)[0], storage.items(1)[0])
+    first = torch.cat([cached[0][:3], stored[0][:6], torch.arange(-12, 6, device=DEVICE)])
+    second = torch.cat([cached[1][:2], stored[1][:4], torch.arange(700, 730, device=DEVICE)])  # more new ids than a bucket holds
+    indices = torch.cat([first, first[3:9], second, second[-5:]])
+    offsets = torch.tensor([0, 14, first.numel() + 6, first.numel() + 6 + 20, indices.numel()], device=DEVICE)  # batch size 2
+    front, behind = cache.arrays.with_pending(), storage.arrays.with_pending()
+    counters = [torch.zeros(2, dtype=torch.int64, device=DEVICE) for _ in range(6)]
+    clock = torch.tensor([7], device=DEVICE)
+    access, there = Access(clock, lfu, *counters[:2]), Access(clock, lfu, *counters[2:4])
+    draws = _draws(dim)
+    found = ops.find_or_claim(front, indices, None, offsets, 2, access, True, cache_parts, dim, behind)
+    outer, read = found.outer.clone(), found.read.clone()
+    ops.place_new(front, found, counters[4])
+    sent = ops.outgoing(front, found, indices)
+    stored = ops.find_or_claim(behind, sent[0], sent[1], None, 0, there, True, None, 0, None)
+    found_there = stored.slots.clone()
+    ops.place_new(behind, stored, counters[5])
+    ops.write_new(behind, stored, sent[0], there, storage_parts, draws, 0.25, None, Source(front, cache_parts, sent[2], True))
+    fresh = torch.zeros(indices.numel(), dim, device=DEVICE)
+    base = cache.capacity + 1
+    ops.write_new(front, found, indices, access, cache_parts, draws, 0.25, fresh, Source(behind, storage_parts, found.outer, False, stored.slots, base))
+    return dict(
+        slots=found.slots, outer=outer, read=read, fresh=fresh, sent=sent, found_there=found_there, counters=counters, base=base,
+        cache=(front.keys[:-1], front.scores[:-1], front.occupied[:-1]), storage=(behind.keys[:-1], behind.scores[:-1], behind.occupied[:-1]),
+        cache_rows=_joined(cache_parts)[:-1], storage_rows=_joined(storage_parts)[:-1], arrays=(front, behind),
+    )
+
+
+def _first_per_bucket_of(table: BucketedHashTable, keys: torch.Tensor, t: int, most: int) -> torch.Tensor:
+    """The first ``most`` of ``keys`` in each of table ``t``'s buckets, in their order."""
+    _, buckets = table.find(keys, torch.full_like(keys, t))
+    rank = torch.zeros_like(buckets)
+    for b in torch.unique(buckets).tolist():
+        where = torch.nonzero(buckets == b).squeeze(1)
+        rank[where] = torch.arange(where.numel(), device=DEVICE)
+    return keys[rank < most]
+
+
+def _evictees(sent: tuple[torch.Tensor, torch.Tensor, torch.Tensor]) -> set[tuple[int, int, int]]:
+    """(id, table, cache slot) of each evictee a cache's insert sends to storage."""
+    keys, table, leaving = sent
+    carried = leaving >= 0
+    return set(zip(keys[carried].tolist(), table[carried].tolist(), leaving[carried].tolist(), strict=True))
+
+
+@kernels_here
+@pytest.mark.parametrize("lfu", [False, True])
+def test_a_cache_insert_through_storage_matches_torch(lfu: bool) -> None:
+    """A cache's misses brought in from storage and its evictees written back, in the kernels and in torch: the
+    same tiers, rows and addresses, with every case present (hits; misses stored and new; evictees stored and
+    not; ids past a bucket's pending row and ids no cache slot was left for, which go to storage)."""
+    ours, reference = _cached_insert_with(triton_ops, lfu, seed=3), _cached_insert_with(torch_ops, lfu, seed=3)
+    for name in ("slots", "outer"):
+        assert torch.equal(ours[name], reference[name]), name
+    for name in ("read", "fresh", "cache_rows", "storage_rows"):
+        torch.testing.assert_close(ours[name], reference[name], rtol=1e-6, atol=1e-7, msg=name)
+    for tier in ("cache", "storage"):
+        for a, b in zip(ours[tier], reference[tier], strict=True):
+            assert torch.equal(a, b), tier
+    for a, b in zip(ours["counters"][:2] + ours["counters"][4:5], reference["counters"][:2] + reference["counters"][4:5], strict=True):
+        assert torch.equal(a, b)
+    # Each path picks its own index to carry an evictee: the same ids are sent, an index's own key at the same index.
+    keys, table, leaving = reference["sent"]
+    own = (table >= 0) & (leaving < 0)
+    assert torch.equal((ours["sent"][1] >= 0) & (ours["sent"][2] < 0), own) and torch.equal(ours["sent"][0][own], keys[own])
+    assert _evictees(ours["sent"]) == _evictees(reference["sent"])
+    slots, outer, base = reference["slots"], reference["outer"], reference["base"]
+    assert (outer >= 0).any(), "some misses were read from storage"
+    assert (slots >= base).any() and (slots == -1).any(), "some indices went to storage, some found no slot anywhere"
+    stored_before = reference["found_there"][leaving >= 0]
+    assert (stored_before >= 0).any() and (stored_before < 0).any(), "some evictees were stored before, some were not"
+    assert int(reference["counters"][4].sum()) == len(_evictees(reference["sent"])), "each eviction sends its evictee"
+    for arrays in (*ours["arrays"], *reference["arrays"]):  # released and reset for the next batch
+        assert not arrays.protected.any()
+        assert (arrays.pending.keys == torch.iinfo(torch.int64).max).all() and (arrays.pending.uses == 0).all()
+
+
 @kernels_here
 def test_pooling_reads_fresh_rows_for_indices_without_a_slot() -> None:
     generator = torch.Generator().manual_seed(5)
@@ -571,12 +745,36 @@ def test_pooling_reads_fresh_rows_for_indices_without_a_slot() -> None:
     offsets = torch.tensor([0, 3, 3, 9, 10], device=DEVICE)
     inverse = torch.randint(0, 30, (10,), generator=generator).to(DEVICE)
     inverse[[1, 4, 9]] = -1
+    inverse[[2, 6]] = torch.tensor([30, 1000], device=DEVICE)  # rows of a storage behind a cache (addresses past the cache's rows)
     fresh = torch.randn(10, 6, generator=generator).to(DEVICE)
-    expected = torch.stack([(torch.where((inverse[a:b] < 0).unsqueeze(1), fresh[a:b], emb[inverse[a:b].clamp(min=0)])).sum(0) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)])
+    inside = ((inverse >= 0) & (inverse < 30)).unsqueeze(1)
+    rows = torch.where(inside, emb[inverse.clamp(0, 29)], fresh)
+    expected = torch.stack([rows[a:b].sum(0) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)])
     for ops in (torch_ops, triton_ops):
         out = torch.zeros(4, 6, device=DEVICE)
         ops.pool_rows(emb, inverse, offsets, PoolingMode.SUM, out, fresh)
         torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+
+
+@kernels_here
+def test_fresh_rows_read_the_tier_behind_where_it_holds_the_id() -> None:
+    """An eval lookup of a cache: an index absent from the cache takes its stored row, else its draw."""
+    generator = torch.Generator().manual_seed(8)
+    keys = torch.randint(-50, 50, (40,), generator=generator).to(DEVICE)
+    slots = torch.where(torch.rand(40, generator=generator).to(DEVICE) < 0.5, -1, 3)
+    table = torch.randint(0, 2, (40,), generator=generator).to(DEVICE)
+    outer = torch.where(torch.rand(40, generator=generator).to(DEVICE) < 0.5, torch.randint(0, 20, (40,), generator=generator).to(DEVICE), -1)
+    storage = _split(torch.randn(21, 6, generator=generator).to(DEVICE), 0)
+    source = Source(BucketedHashTable(5, 4, DEVICE).arrays, storage, outer, False)
+    results = []
+    for ops in (torch_ops, triton_ops):
+        dst = torch.full((40, 4), 9.0, device=DEVICE)
+        ops.fresh_rows(keys, slots, table, _draws(4), dst, source)
+        results.append(dst)
+    torch.testing.assert_close(results[1], results[0], rtol=1e-6, atol=1e-7)
+    absent, stored = slots < 0, outer >= 0
+    assert torch.equal(results[0][absent & stored], storage.host[outer[absent & stored], :4])
+    assert (results[0][~absent] == 9.0).all() and not (results[0][absent & ~stored] == 9.0).any()
 
 
 @kernels_here
@@ -594,7 +792,8 @@ def test_offset_checks_fold_into_the_record_as_torch_does() -> None:
     for ops in (torch_ops, triton_ops):
         record = torch.zeros(RECORD_LAST + 1, dtype=torch.int64, device=DEVICE)
         record[RECORD_FIRST], record[RECORD_LAST] = torch.iinfo(torch.int64).max, -1
-        safe = [ops.check_offsets(offsets.to(DEVICE), n, record, seq) for seq, (offsets, n) in enumerate(batches, start=1)]
+        numbers = [torch.tensor([seq], device=DEVICE) for seq in range(1, len(batches) + 1)]
+        safe = [ops.check_offsets(offsets.to(DEVICE), n, record, seq, True) for seq, (offsets, n) in zip(numbers, batches, strict=True)]
         records[ops] = (record.cpu(), safe)
     assert torch.equal(records[triton_ops][0], records[torch_ops][0])
     for ours, theirs in zip(records[triton_ops][1], records[torch_ops][1], strict=True):

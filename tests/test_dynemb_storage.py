@@ -122,6 +122,50 @@ def test_mode_trains_like_all_in_gpu(overrides: dict, prefetch: str, optimizer: 
         assert stats["evictions"] > 0 and stats["hits"] > 0 and stats["misses"] > 0
 
 
+MODES = {
+    # A cache of one bucket of 8 rows a table over storage that never fills: a batch brings more ids than it
+    # holds (misses, evictions written back, ids that stay in storage); the same with NORMAL initial values,
+    # which kernels cannot draw (the path that counts a batch's misses on the host).
+    "caching": dict(caching=True, hbm_rows=8),
+    "caching-normal": dict(caching=True, hbm_rows=8, initializer_args=DynamicEmbInitializerArgs(mode=DynamicEmbInitializerMode.NORMAL, std_dev=0.05)),
+    # Tables of 64 rows, as full as the all-in-GPU ones (both evict the same ids): a third of them, or none, on the device.
+    "hybrid": dict(max_capacity=64, hbm_rows=24),
+    "host": dict(max_capacity=64, hbm_rows=0),
+}
+
+
+@pytest.mark.parametrize("pooling", [PoolingMode.NONE, PoolingMode.MEAN])
+@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("optimizer", [EmbOptimType.ADAM, EmbOptimType.EXACT_SGD, EmbOptimType.EXACT_ROWWISE_ADAGRAD])
+@pytest.mark.parametrize("device", DEVICES)
+def test_every_mode_trains_like_all_in_gpu_with_evictions(device: str, optimizer: EmbOptimType, mode: str, pooling: PoolingMode) -> None:
+    """Several steps of each optimizer, pooling NONE and MEAN: every mode's outputs, rows and optimizer state are
+    the all-in-GPU tables', and every mode evicted (a cache its cached ids, full tables their lowest scores)."""
+    overrides = dict(MODES[mode])
+    hbm_rows = overrides.pop("hbm_rows")
+    overrides["local_hbm_for_values"] = hbm_rows * (DIM + state_width(optimizer, DIM)) * 4
+    shared = {k: v for k, v in overrides.items() if k in ("max_capacity", "initializer_args")}
+    reference = make(device, pooling=pooling, optimizer=optimizer, **shared)
+    tested = make(device, pooling=pooling, optimizer=optimizer, **overrides)
+    assert tested.storage_mode(0).value == mode.split("-")[0]
+    generator = torch.Generator().manual_seed(3)
+    for step in range(8):
+        ids = torch.randint(-30, 30, (2 * 24,), generator=generator) * 7919 + step % 3  # 24 per table: more than a cache holds
+        offsets = torch.arange(49) if pooling is PoolingMode.NONE else torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.randint(0, 4, (32,), generator=generator), 0)]).clamp(max=48)
+        offsets[-1] = 48
+        ids, offsets = ids.to(device), offsets.to(device)
+        expected, got = reference(ids, offsets), tested(ids, offsets)
+        torch.testing.assert_close(got, expected, **CLOSE)
+        grad = torch.randn(expected.shape, generator=generator).to(device)
+        expected.backward(grad)
+        got.backward(grad)
+    assert_same_tables(reference, tested)
+    assert tested.size(0) == reference.size(0) and tested.size(1) == reference.size(1)
+    assert tested.cache_stats()["evictions"] > 0
+    if tested.storage_mode(0) is not StorageMode.CACHING:
+        assert reference.cache_stats()["evictions"] == tested.cache_stats()["evictions"]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_cache_bucket_overflow_keeps_updates(device: str) -> None:
     """A batch with more ids than the cache holds: the surplus trains in host storage."""

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dynemb.counters import StepCounters
 from dynemb.group import BatchPlan, GroupBatch, TableGroup, group_key
 from dynemb.layout import plan_layout
 from dynemb.optimizers import OptimizerParams
@@ -73,10 +74,14 @@ class Engine:
         partition: dict[tuple, list[int]] = {}
         for t, (o, layout) in enumerate(zip(options, layouts, strict=True)):
             partition.setdefault(group_key(o, layout), []).append(t)
+        self.optimizer = optimizer
+        self.counters = StepCounters(len(partition), params, device)
         self.groups: list[tuple[TableGroup, list[int]]] = []
         self.members: dict[int, Member] = {}
-        for tables in partition.values():
-            group = TableGroup([options[t] for t in tables], [layouts[t] for t in tables], optimizer, params, [seeds[t] for t in tables], device)
+        for g, tables in enumerate(partition.values()):
+            group = TableGroup(
+                [options[t] for t in tables], [layouts[t] for t in tables], optimizer, params, [seeds[t] for t in tables], device, self.counters, g,
+            )
             self.groups.append((group, tables))
             self.members.update({t: Member(group, local) for local, t in enumerate(tables)})
         dims = [o.dim for o in options]
@@ -109,8 +114,24 @@ class Engine:
         for g, (group, tables) in enumerate(self.groups):
             group.prefetch(self._part(indices, layout, g, tables)[0])
 
+    def lookups(self, training: bool, prefetch: bool = False) -> list[int]:
+        """The groups whose clocks a batch ticks: every group's for a training lookup, the caching groups' for a
+        prefetch, none for eval."""
+        if prefetch:
+            return [g for g, (group, _) in enumerate(self.groups) if group.cache is not None]
+        return list(range(len(self.groups))) if training else []
+
+    @property
+    def needs_safe_offsets(self) -> bool:
+        """Whether a batch's kernels need offsets in bounds even where the batch's are bad: pooling reads bags, and
+        several groups cut the batch at the tables' bounds; one group of pooling NONE reads them only to search
+        each index's table, which stays in bounds whatever they hold."""
+        return self.pooling is not PoolingMode.NONE or len(self.groups) > 1
+
     def apply_gradients(self, plans: EnginePlan, grad_output: torch.Tensor) -> None:
         self.step += 1
+        if self.optimizer is EmbOptimType.ADAM:  # the one update that reads the step (its bias corrections)
+            self.counters.tick(step=True)
         for (group, _), (plan, placement) in zip(self.groups, plans, strict=True):
             group.apply_gradients(plan, placement.take(grad_output).contiguous(), self.pooling, self.step)
 
@@ -118,6 +139,16 @@ class Engine:
         """(read, written) bytes of host rows a training step of this batch moves (``TableGroup.host_traffic``)."""
         totals = [group.host_traffic(self._part(indices, layout, g, tables)[0]) for g, (group, tables) in enumerate(self.groups)]
         return sum(read for read, _ in totals), sum(written for _, written in totals)
+
+    def host_counts(self) -> list[int]:
+        """What a step changes of the host's own counts: the step, and each group's (``TableGroup.host_counts``)."""
+        return [self.step] + [count for group, _ in self.groups for count in group.host_counts()]
+
+    def advance(self, counts: list[int]) -> None:
+        """Add ``counts`` (as ``host_counts`` orders them) to the host's counts: a CUDA graph replayed a step."""
+        self.step += counts[0]
+        for g, (group, _) in enumerate(self.groups):
+            group.advance(counts[1 + 3 * g : 4 + 3 * g])
 
     def member(self, table: int) -> Member:
         return self.members[table]

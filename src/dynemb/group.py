@@ -11,23 +11,27 @@ tier in front of a host storage tier.
 Training goes as TBE's does, with slots for ids:
 
 - forward: one kernel finds every index (not unique ids) of every table in the
-  first tier (the cache, else the storage), picking its table and bucket and
-  touching its score; the rows are read straight away (from device rows in the same
-  kernel for pooling NONE; from host rows each distinct row once, by a sort of the
-  batch's slots). Without a cache the absent ids are inserted without the host
-  learning how many there are: the find carries each into a sorted row of pending
-  ids of its bucket, and the insert (one index elected per id, the slots planned,
-  the rows written with initial values drawn in the kernel, the absent indices
-  filled in) loops to a count only the device knows, so a step never waits for the
-  GPU (``BucketedHashTable.insert_new``). A cache, and an initializer kernels cannot
-  draw inline (NORMAL, TRUNCATED_NORMAL), ask the host whether any index is absent
-  (one host sync); then the absent ids are made unique, brought in (a cache's
-  misses from storage, where they are, else initialized) and inserted, and a cache
-  writes the rows it evicts back to storage.
-- backward: the batch's slots (one int per index) sorted once (forward's sort
-  where it made one and no id was inserted since); runs of equal slots are the
-  unique ids whose gradients one fused kernel sums and applies to their rows,
-  wherever they live. Ids a cache could not hold are stepped in storage the same way.
+  first tier (the cache, else the storage; a cache's find also looks each absent
+  index up in storage), picking its table and bucket and touching its score; the
+  rows are read straight away (from device rows in the same kernel for pooling
+  NONE; from host rows each distinct row once, by a sort of the batch's slots).
+  The absent ids are inserted without the host learning how many there are: the
+  find carries each into a sorted row of pending ids of its bucket, and the insert
+  (one index elected per id, the slots planned, the rows written with initial
+  values drawn in the kernel, the absent indices filled in) loops to a count only
+  the device knows, so a step never waits for the GPU (``BucketedHashTable.insert_new``).
+  A cache's misses go the same way, their rows read straight from storage and the
+  ids they evict written straight back, with the indices it could not place, in
+  one pass over storage (``dynemb.tier.CachedTier``). An initializer kernels cannot
+  draw inline (NORMAL, TRUNCATED_NORMAL), and host rows kernels cannot reach, ask
+  the host whether any index is absent (one host sync); then the absent ids are
+  made unique, brought in (a cache's misses from storage, where they are, else
+  initialized) and inserted, and a cache writes the rows it evicts back to storage.
+- backward: the batch's slots (one int per index) sorted once (forward's sort where
+  it made one and no id was inserted since); runs of equal slots are the unique ids
+  whose gradients one fused kernel sums and applies to their rows, wherever they
+  live: a cache and its storage are one address space. Ids a cache could not hold
+  are stepped in storage the same way.
 
 Eval lookups take the same find (without touching scores) and read, and draw the
 eval initializer's values for unknown ids in place.
@@ -36,13 +40,14 @@ eval initializer's values for unknown ids in place.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from dynemb import kernels
 from dynemb.hash_table import BucketMap, Evicted
 from dynemb.initializers import GroupInitializer, Initializer
-from dynemb.kernels.operands import Access, OptimizerArgs
+from dynemb.kernels.operands import Access
 from dynemb.layout import Layout
 from dynemb.optimizers import OptimizerParams, initial_state, state_fill
 from dynemb.options import (
@@ -55,7 +60,10 @@ from dynemb.options import (
 from dynemb.ranges import op_range
 from dynemb.scores import ScorePolicy
 from dynemb.segments import unpool_grad
-from dynemb.tier import Tier
+from dynemb.tier import CachedTier, Tier
+
+if TYPE_CHECKING:
+    from dynemb.counters import StepCounters
 
 
 @dataclass(frozen=True)
@@ -91,9 +99,12 @@ class TableGroup:
 
     def __init__(
         self, options: list[DynamicEmbTableOptions], layouts: list[Layout], optimizer: EmbOptimType, params: OptimizerParams,
-        seeds: list[int], device: torch.device,
+        seeds: list[int], device: torch.device, counters: StepCounters, index: int,
     ) -> None:
+        """``counters``: the module's (``index``: this group's clock there)."""
         first = layouts[0]
+        self.counters = counters
+        self.clock = counters.clock(index)
         self.layouts = layouts
         self.dim = options[0].dim
         self.width = first.width
@@ -109,17 +120,21 @@ class TableGroup:
         self.front = self.cache or self.storage
         self.scores = ScorePolicy(options[0].score_strategy)
         self.counts_accesses = self.scores.strategy is DynamicEmbScoreStrategy.LFU
-        self.initializer = GroupInitializer([Initializer(o.initializer_args, s, o.max_capacity) for o, s in zip(options, seeds, strict=True)], device)
+        self.initializer = GroupInitializer(
+            [Initializer(o.initializer_args, s, o.max_capacity) for o, s in zip(options, seeds, strict=True)], device, self.dim,
+        )
         self.eval_initializer = GroupInitializer(
-            [Initializer(o.eval_initializer_args, s, o.max_capacity) for o, s in zip(options, seeds, strict=True)], device,
+            [Initializer(o.eval_initializer_args, s, o.max_capacity) for o, s in zip(options, seeds, strict=True)], device, self.dim,
         )
         self.hits = torch.zeros(len(options), dtype=torch.int64, device=device)
         self.misses = torch.zeros_like(self.hits)
         self.evictions = torch.zeros_like(self.hits)
-        # Without a cache, and with initial values kernels can draw inline, a step's new ids are inserted
-        # without the host learning how many there are: the step never waits for the device.
+        # With initial values kernels can draw inline and rows they reach, a step's new ids (a cache's misses) are
+        # inserted without the host learning how many there are: the step never waits for the device. A cache and
+        # its storage are then one tier to the lookup (``CachedTier``).
         drawable = self.initializer.draws is not None and self.eval_initializer.draws is not None
-        self.on_device = self.cache is None and drawable and self.storage.mapped
+        self.on_device = drawable and self.storage.mapped
+        self.chain: Tier | CachedTier = self.storage if self.cache is None else CachedTier(self.cache, self.storage)
         self.state_fill = state_fill(optimizer, params)
         # The reference system's op names: a cache's find and insert are cache_lookup and cache_insert_evict.
         self.find_op = "storage_find" if self.cache is None else "cache_lookup"
@@ -127,15 +142,27 @@ class TableGroup:
 
     @property
     def version(self) -> int:
-        """Changes whenever a slot of the first tier changes owner."""
-        return self.front.version
+        """Changes whenever a slot that a plan's slots name changes owner (either tier's, on the sync-free path)."""
+        return self.chain.version if self.on_device else self.front.version
+
+    def host_counts(self) -> list[int]:
+        """What a step changes of the host's own counts of this group: its clock and its tiers' versions."""
+        return [self.scores.clock, self.storage.version, 0 if self.cache is None else self.cache.version]
+
+    def advance(self, counts: list[int]) -> None:
+        """Add ``counts`` (as ``host_counts`` orders them) to the host's counts: a CUDA graph replayed a step."""
+        clock, stored, cached = counts
+        self.scores.clock += clock
+        self.storage.advance(stored)
+        if self.cache is not None:
+            self.cache.advance(cached)
 
     def mode(self, table: int) -> StorageMode:
         return self.layouts[table].mode
 
     def _access(self) -> Access:
         """How this step's training lookups record what they touch: scores by the policy's clock, hits, misses."""
-        return Access(self.scores.clock, self.counts_accesses, self.hits, self.misses)
+        return Access(self.clock, self.counts_accesses, self.hits, self.misses)
 
     # --- training and eval lookups ----------------------------------------------------------------------
 
@@ -160,6 +187,13 @@ class TableGroup:
         if self.cache is None:
             return
         self.scores.tick()
+        if self.on_device:
+            access = self._access()
+            with op_range(self.find_op):
+                found = self.chain.find_or_claim(batch, access, claim=True, columns=0)
+            with op_range(self.insert_op):
+                self.chain.insert_new(found, batch.indices, access, self.evictions, self.initializer.draws, self.state_fill, None)
+            return
         slots, buckets, _, _, missing = self._find_and_read(batch, PoolingMode.SUM, touch=True, read=False)
         if missing.numel():
             self._insert(batch, slots, buckets, missing)
@@ -170,11 +204,11 @@ class TableGroup:
         fills in the absent indices' values and slots. Backward sorts the slots (they changed after any sort here)."""
         access = self._access()
         with op_range(self.find_op):
-            found = self.storage.find_or_claim(batch, access, claim=True, columns=self._fused_read(pooling))
+            found = self.chain.find_or_claim(batch, access, claim=True, columns=self._fused_read(pooling))
         per_index = self._read_host_rows(found.slots, found.read)
         fresh = self._fresh_target(per_index, found.slots)
         with op_range(self.insert_op):
-            self.storage.insert_new(found, batch.indices, access, self.evictions, self.initializer.draws, self.state_fill, fresh)
+            self.chain.insert_new(found, batch.indices, access, self.evictions, self.initializer.draws, self.state_fill, fresh)
         with op_range("gather_embedding"):
             output = self._output(per_index, found.slots, batch, pooling, fresh)
         return output, BatchPlan(batch, found.slots, self.version, None, False)
@@ -185,7 +219,7 @@ class TableGroup:
 
     def _read_host_rows(self, slots: torch.Tensor, per_index: torch.Tensor | None) -> torch.Tensor | None:
         """Per-index rows where some live in host memory (each distinct row read once, by a sort of the slots)."""
-        if self.front.device_only:
+        if self.chain.device_only:
             return per_index
         with op_range("segmented_unique"):
             ordered = torch.sort(slots.to(self.front.slot_dtype))
@@ -202,11 +236,11 @@ class TableGroup:
     def _eval_on_device(self, batch: GroupBatch, pooling: PoolingMode) -> torch.Tensor:
         """``eval_lookup`` without a host sync: unknown ids' eval values are drawn in place."""
         with op_range(self.find_op):
-            found = self.storage.find_or_claim(batch, None, claim=False, columns=self._fused_read(pooling))
+            found = self.chain.find_or_claim(batch, None, claim=False, columns=self._fused_read(pooling))
         per_index = self._read_host_rows(found.slots, found.read)
         with op_range("initializer"):
             fresh = self._fresh_target(per_index, found.slots)
-            kernels.fresh_rows(batch.indices, found.slots, found.table, self.eval_initializer.draws, fresh)
+            self.chain.fresh_rows(batch.indices, found, self.eval_initializer.draws, fresh)
         with op_range("gather_embedding"):
             return self._output(per_index, found.slots, batch, pooling, fresh)
 
@@ -279,17 +313,17 @@ class TableGroup:
             inverse[order] = torch.cumsum(starts, 0) - 1
             table = self._table_of(missing[order[first]], batch)
         uses = torch.diff(first, append=first.new_tensor([missing.numel()]))  # indices per new id
-        fresh, scores = self._incoming(new_keys, table, uses)
+        fresh, scores, stored = self._incoming(new_keys, table, uses)
         with op_range(self.insert_op):
             identity = torch.arange(new_keys.numel(), device=self.device)
             new_slots, evicted = self.front.insert_sorted(new_buckets, identity, new_keys, scores, protect=slots)
             self.evictions.index_add_(0, table, evicted.mask.to(torch.int64))
-        if self.cache is not None:
-            self._write_back(evicted, table)  # before the new rows take the evicted ids' slots
+        spilled = False
+        if self.cache is not None:  # before the new rows take the evicted ids' slots
+            spilled = self._write_back(evicted, table, new_keys, new_slots, fresh, scores, stored)
         with op_range("store_to_flat"):
             self.front.scatter(new_slots, fresh)
         slots[missing] = new_slots[inverse]
-        spilled = self.cache is not None and self._keep_outside(new_keys, table, new_slots, fresh, scores)
         # Ids whose bucket was full of this batch's ids (slot -1) are used with these values.
         return fresh[inverse, : self.dim], spilled
 
@@ -300,39 +334,43 @@ class TableGroup:
             return emb
         return torch.cat([emb, initial_state(self.optimizer, keys.numel(), self.dim, self.params, self.device)], dim=1)
 
-    def _incoming(self, keys: torch.Tensor, table: torch.Tensor, uses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def _incoming(self, keys: torch.Tensor, table: torch.Tensor, uses: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Full rows and scores of ids entering the first tier: from storage where a cache's misses are stored
-        there, else initial."""
+        there, else initial; and (a cache) their storage slots."""
         if self.cache is None:
             with op_range("initializer"):
                 rows = self._initial_rows(keys, table)
-            return rows, self.scores.for_new(uses)
+            return rows, self.scores.for_new(uses), None
         with op_range("storage_find"):
             stored = self.storage.find(keys, table)
             rows = self.storage.gather(stored)
         with op_range("initializer"):
             rows = torch.where((stored >= 0).unsqueeze(1), rows, self._initial_rows(keys, table))
-        return rows, self.scores.for_new(uses, self.storage.slot_scores(stored))
+        return rows, self.scores.for_new(uses, self.storage.slot_scores(stored)), stored
 
-    def _write_back(self, evicted: Evicted, table: torch.Tensor) -> None:
-        """Write the rows (with optimizer state) of ids a cache insert evicted to storage."""
+    def _write_back(
+        self, evicted: Evicted, table: torch.Tensor, keys: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor,
+        stored: torch.Tensor,
+    ) -> bool:
+        """Write to storage, in one upsert, the ids a cache insert evicted (their rows with optimizer state and
+        scores) and the new ids it found no slot for (``slots`` -1: they stay in storage); whether there were
+        any of those. New storage ids of a bucket are ranked by id, and the stored rows of the batch's misses
+        (``stored``) are never evicted for them, as on the sync-free path (``dynemb.tier.CachedTier``)."""
         with op_range("flagged_compact"):
             real = torch.nonzero(evicted.mask).squeeze(1)
-        if real.numel():
-            with op_range("load_from_flat"):
-                rows = self.front.gather(evicted.slots[real])
-            with op_range("storage_insert"):
-                self.storage.upsert(evicted.keys[real], table[real], rows, evicted.scores[real])
-
-    def _keep_outside(self, keys: torch.Tensor, table: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor) -> bool:
-        """Store in storage the new ids that found no cache slot; whether there were any."""
-        outside = torch.nonzero(slots < 0).squeeze(1)
-        if outside.numel() == 0:
+            outside = torch.nonzero(slots < 0).squeeze(1)
+        if real.numel() + outside.numel() == 0:
             return False
+        with op_range("load_from_flat"):
+            leaving = self.front.gather(evicted.slots[real])
         with op_range("storage_insert"):
-            outside = outside[torch.sort(keys[outside], stable=True).indices]  # in id order, as a table on its own
-            self.storage.upsert(keys[outside], table[outside], rows[outside], scores[outside])
-        return True
+            keys = torch.cat([evicted.keys[real], keys[outside]])
+            order = torch.sort(keys, stable=True).indices
+            self.storage.upsert(
+                keys[order], torch.cat([table[real], table[outside]])[order], torch.cat([leaving, rows[outside]])[order],
+                torch.cat([evicted.scores[real], scores[outside]])[order], protect=stored,
+            )
+        return outside.numel() > 0
 
     def _patch(self, per_index: torch.Tensor | None, slots: torch.Tensor, missing: torch.Tensor, fresh: torch.Tensor) -> torch.Tensor | None:
         """Per-index rows after an insert: the new ids' rows (which the insert just stored, or could not).
@@ -369,8 +407,9 @@ class TableGroup:
         """Sum each id's gradients over the batch and apply the optimizer to its stored row, for every table at once."""
         batch, slots, ordered = plan.batch, plan.slots, plan.sorted
         stale = plan.version != self.version
+        updated = self.chain if self.on_device else self.front
         if stale:  # the tables changed since forward: find the ids again
-            slots, _ = self.front.find_batch(batch)
+            slots = updated.addresses(batch)
             ordered = None
         n = slots.numel()
         if n == 0:
@@ -384,11 +423,11 @@ class TableGroup:
                 index_grads = unpool_grad(bag_grads, batch.offsets[1:] - batch.offsets[:-1], pooling, n)
         if ordered is None:
             with op_range("segmented_unique"):
-                ordered = torch.sort(slots.to(self.front.slot_dtype))  # groups each id's indices
-        optimizer = OptimizerArgs(self.optimizer, self.params, step)
+                ordered = torch.sort(slots.to(updated.slot_dtype))  # groups each id's indices
+        optimizer = self.counters.optimizer(self.optimizer, self.params, step)
         with op_range("optimizer_update_fused"):
-            self.front.reduce_and_update(*ordered, index_grads, optimizer)
-        if self.cache is not None and (plan.spilled or stale):
+            updated.reduce_and_update(*ordered, index_grads, optimizer)
+        if self.cache is not None and not self.on_device and (plan.spilled or stale):
             with op_range("optimizer_update_fused"):
                 # Indices whose id is not cached: step its row in storage.
                 outside = torch.nonzero(slots < 0).squeeze(1)

@@ -34,6 +34,7 @@ from dynemb.kernels.operands import (
     PendingArrays,
     RowParts,
     SlotArrays,
+    Source,
 )
 
 
@@ -173,17 +174,36 @@ class BucketedHashTable:
         return kernels.find(self.arrays, indices, None, offsets, batch_size, access)
 
     def find_or_claim(
-        self, indices: torch.Tensor, offsets: torch.Tensor, batch_size: int, access: Access | None, claim: bool,
-        rows: RowParts | None = None, columns: int = 0,
+        self, indices: torch.Tensor, offsets: torch.Tensor | None, batch_size: int, access: Access | None, claim: bool,
+        rows: RowParts | None = None, columns: int = 0, table: torch.Tensor | None = None, behind: BucketedHashTable | None = None,
     ) -> Found:
-        """``find_batch`` that also gives each index's table; with ``claim`` each absent id's pending entry and the
-        batch's new ids (for ``insert_new``); with ``rows`` (device rows) each index's first ``columns``."""
+        """``find_batch`` (or, with ``table``, a find of keys of those tables; -1: no key) that also gives each index's
+        table; with ``claim`` each absent id's pending entry and the batch's new ids (for ``insert_new``); with
+        ``rows`` (device rows) each index's first ``columns``; with ``behind`` (the index behind a cache) each absent
+        index's slot there, protected there too with ``claim``."""
         arrays = self._claiming() if claim else self.arrays
-        return kernels.find_or_claim(arrays, indices, offsets, batch_size, access, claim, rows, columns)
+        outer = None if behind is None else behind.arrays
+        return kernels.find_or_claim(arrays, indices, table, offsets, batch_size, access, claim, rows, columns, outer)
+
+    def plan_new(self, found: Found, evictions: torch.Tensor) -> None:
+        """Plan a slot for each new id a claiming ``find_or_claim`` found (``PendingArrays.target``): the new ids of a
+        bucket ranked by id, as ``insert`` ranks them, never one of the batch's own slots (which the find marked
+        protected). Reads the index only; counts evictions per table."""
+        kernels.place_new(self._claiming(), found, evictions)
+
+    def write_new(
+        self, found: Found, keys: torch.Tensor, access: Access, parts: RowParts, draws: DrawTables, state_fill: float,
+        fresh: torch.Tensor | None, source: Source | None = None,
+    ) -> None:
+        """Write the ids ``plan_new`` planned with their rows (into ``parts``: drawn, or from ``source``), release the
+        batch's slots, and fill in each absent index's slot in ``found.slots`` (-1 where none) and its initial
+        values in its row of ``fresh`` (None: no values)."""
+        kernels.write_new(self._claiming(), found, keys, access, parts, draws, state_fill, fresh, source)
+        self.version += 1
 
     def insert_new(
         self, found: Found, keys: torch.Tensor, access: Access, evictions: torch.Tensor, parts: RowParts, draws: DrawTables,
-        state_fill: float, fresh: torch.Tensor,
+        state_fill: float, fresh: torch.Tensor | None,
     ) -> None:
         """Insert the ids of ``keys`` that a claiming ``find_or_claim`` found absent, each once, with their initial
         rows (into ``parts``), and count evictions per table; each absent index then gets its new id's slot in
@@ -194,10 +214,8 @@ class BucketedHashTable:
         new only the device knows: every step here runs over the batch or loops to a device
         count, so nothing waits for the host.
         """
-        arrays = self._claiming()
-        kernels.place_new(arrays, found, evictions)
-        kernels.write_new(arrays, found, keys, access, parts, draws, state_fill, fresh)
-        self.version += 1
+        self.plan_new(found, evictions)
+        self.write_new(found, keys, access, parts, draws, state_fill, fresh)
 
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
         """Scores at ``slots``; 0 for slot -1."""
@@ -250,16 +268,20 @@ class BucketedHashTable:
         self.version += 1
         return slots, evicted
 
-    def upsert(self, keys: torch.Tensor, scores: torch.Tensor, table: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def upsert(
+        self, keys: torch.Tensor, scores: torch.Tensor, table: torch.Tensor | None = None, protect: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Slots for unique ``keys`` whether present or new, with ``scores`` set; and how many ids were evicted
-        (a device scalar). New keys are inserted as by ``insert`` (one host sync: whether any is new)."""
+        (a device scalar). New keys are inserted as by ``insert`` (one host sync: whether any is new), never into
+        the slots of present keys or of ``protect`` (-1 allowed)."""
         slots, buckets = self.find(keys, table)
         self.set_scores(slots, scores)
         missing = torch.nonzero(slots < 0).squeeze(1)
         if missing.numel() == 0:
             return slots, torch.zeros((), dtype=torch.int64, device=self.device)
         sorted_buckets, order = torch.sort(buckets[missing], stable=True)
-        new_slots, evicted = self.insert_sorted(sorted_buckets, order, keys[missing], scores[missing], protect=slots)
+        kept = slots if protect is None else torch.cat([slots, protect])
+        new_slots, evicted = self.insert_sorted(sorted_buckets, order, keys[missing], scores[missing], protect=kept)
         slots[missing] = new_slots
         return slots, evicted.count()
 

@@ -108,9 +108,10 @@ class Initializer:
 
 
 class GroupInitializer:
-    """The initializers of a group's tables (one mode), drawing for keys of any of them at once."""
+    """The initializers of a group's tables (one mode), drawing for keys of any of them at once; ``dim``: the
+    columns a row's draw fills (its embedding), which kernels that draw rows inline need."""
 
-    def __init__(self, initializers: list[Initializer], device: torch.device) -> None:
+    def __init__(self, initializers: list[Initializer], device: torch.device, dim: int) -> None:
         modes = {i.mode for i in initializers}
         if len(modes) != 1:
             raise ValueError(f"tables of one group share an initializer mode, got {sorted(m.value for m in modes)}")
@@ -121,14 +122,14 @@ class GroupInitializer:
         self.parameters = DrawParameters(*(
             values[0] if len(set(values)) == 1 else torch.tensor(values, dtype=torch.float32, device=device) for values in columns
         ))
-        self.draws = self._kernel_draws(initializers, device)
+        self.draws = self._kernel_draws(initializers, device, dim)
 
     def __call__(self, keys: torch.Tensor, table: torch.Tensor, dim: int) -> torch.Tensor:
         """``[len(keys), dim]`` initial values, key ``i`` drawn as table ``table[i]``'s initializer would."""
         per_key = DrawParameters(*(p[table] if isinstance(p, torch.Tensor) else p for p in self.parameters))
         return draw(self.mode, keys, dim, self.seed_words[table], per_key)
 
-    def _kernel_draws(self, initializers: list[Initializer], device: torch.device) -> DrawTables | None:
+    def _kernel_draws(self, initializers: list[Initializer], device: torch.device, dim: int) -> DrawTables | None:
         """UNIFORM and CONSTANT as ``lower + span * u`` per table, the form kernels draw inline; None for the normals."""
         if self.mode is DynamicEmbInitializerMode.UNIFORM:
             lower, span = [i.lower for i in initializers], [i.upper - i.lower for i in initializers]
@@ -137,5 +138,5 @@ class GroupInitializer:
         else:
             return None
         return DrawTables(
-            self.seed_words, torch.tensor(lower, dtype=torch.float32, device=device), torch.tensor(span, dtype=torch.float32, device=device),
+            self.seed_words, torch.tensor(lower, dtype=torch.float32, device=device), torch.tensor(span, dtype=torch.float32, device=device), dim,
         )

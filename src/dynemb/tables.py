@@ -7,10 +7,12 @@ from torch import nn
 
 from dynemb.engine import Engine, Member
 from dynemb.function import DynamicEmbeddingFunction
+from dynemb.graphs import StepGraphs
+from dynemb.graphs import wanted as graphs_wanted
 from dynemb.optimizers import OptimizerParams, initial_state, state_fields
 from dynemb.options import DynamicEmbTableOptions, EmbOptimType, PoolingMode, StorageMode
 from dynemb.ranges import emit_range
-from dynemb.validation import DeferredChecks, check_batch
+from dynemb.validation import BatchLayout, DeferredChecks, check_batch
 
 
 class BatchedDynamicEmbeddingTables(nn.Module):
@@ -32,6 +34,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     first eval forward after training (an eval loop reads once; its own batches wait for
     the next read point). Until then a bad batch runs on safe offsets (garbage out, nothing
     out of bounds). On the CPU they raise at once.
+
+    ``cuda_graphs`` (default: whether ``DYNEMB_CUDA_GRAPHS=1``): replay the training steps of a batch shape that
+    repeats from CUDA graphs (``dynemb.graphs``; a step's output is then overwritten by the next step of its shape).
     """
 
     def __init__(
@@ -46,6 +51,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         beta2: float = 0.999,
         weight_decay: float = 0.0,
         initial_accumulator_value: float = 0.0,
+        cuda_graphs: bool | None = None,
     ) -> None:
         super().__init__()
         if not table_options:
@@ -65,7 +71,9 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         # Tables that agree on layout share one storage and train in one pass, whatever their storage mode.
         self.engine = Engine(table_options, optimizer, pooling_mode, self.params, self.device)
         self._anchor = torch.empty(0, device=self.device, requires_grad=True)
-        self._checks = DeferredChecks(self.device)
+        self._checks = DeferredChecks(self.device, self.engine.counters)
+        # Training steps replayed from CUDA graphs where shapes repeat (off unless asked: ``dynemb.graphs``).
+        self.graphs = StepGraphs(self) if graphs_wanted(cuda_graphs) else None
 
     @property
     def num_tables(self) -> int:
@@ -77,7 +85,11 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         return self.engine.step
 
     def forward(self, indices: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
-        layout = check_batch(indices, offsets, self.num_tables, self._checks, self.training)
+        graphed = self.training and torch.is_grad_enabled() and self.graphs is not None
+        output = self.graphs.forward(indices, offsets) if graphed else None
+        if output is not None:
+            return output
+        layout = self._check(indices, offsets, self.engine.lookups(self.training))
         if self.training and torch.is_grad_enabled():
             return DynamicEmbeddingFunction.apply(self._anchor, self.engine, indices, layout)
         if not self.training:
@@ -89,9 +101,10 @@ class BatchedDynamicEmbeddingTables(nn.Module):
 
     def prefetch(self, indices: torch.Tensor, offsets: torch.Tensor) -> None:
         """Bring the ids of a coming batch into the device cache (CACHING tables; others need nothing)."""
-        layout = check_batch(indices, offsets, self.num_tables, self._checks)
         if not self.training:
+            check_batch(indices, offsets, self.num_tables, self._checks)  # a prefetch in eval fetches nothing
             return
+        layout = self._check(indices, offsets, self.engine.lookups(True, prefetch=True))
         with emit_range("dynamicemb_prefetch"):
             self.engine.prefetch(indices, layout)
 
@@ -99,9 +112,13 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         """(read, written) bytes of host-resident rows a training step of this batch would move between host and
         device memory, for the ids stored now: each distinct host row's embedding in forward, its whole row
         (with optimizer state) read and written in backward. A cache's misses and write-backs are not counted."""
-        layout = check_batch(indices, offsets, self.num_tables, self._checks)
+        layout = self._check(indices, offsets, [])
         self.check_inputs()
         return self.engine.host_traffic(indices, layout)
+
+    def _check(self, indices: torch.Tensor, offsets: torch.Tensor, lookups: list[int]) -> BatchLayout:
+        """``check_batch`` of a batch that the groups ``lookups`` look up."""
+        return check_batch(indices, offsets, self.num_tables, self._checks, self.training, lookups, self.engine.needs_safe_offsets)
 
     def check_inputs(self) -> None:
         """Raise the first failed check of the offsets' values among the batches taken since the last read, and

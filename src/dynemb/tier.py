@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from dynemb import kernels
 from dynemb.hash_table import BucketedHashTable, BucketMap, Evicted
-from dynemb.kernels.operands import Access, DrawTables, Found, OptimizerArgs
+from dynemb.kernels.operands import Access, DrawTables, Found, OptimizerArgs, RowParts, Source
+from dynemb.ranges import op_range
 from dynemb.row_store import RowStore
 
 if TYPE_CHECKING:
@@ -42,6 +44,10 @@ class Tier:
     def version(self) -> int:
         """Changes whenever a slot changes owner: lets callers know if saved slots are stale."""
         return self._index.version
+
+    def advance(self, versions: int) -> None:
+        """Count ``versions`` owner changes the host did not see (a CUDA graph's replay of an insert)."""
+        self._index.version += versions
 
     @property
     def bucket_capacity(self) -> int:
@@ -75,19 +81,48 @@ class Tier:
         """(slot, bucket) of every index of a TBE batch, recording the lookups in ``access`` where given."""
         return self._index.find_batch(batch.indices, batch.offsets, batch.batch_size, access)
 
-    def find_or_claim(self, batch: GroupBatch, access: Access | None, claim: bool, columns: int) -> Found:
+    def find_or_claim(self, batch: GroupBatch, access: Access | None, claim: bool, columns: int, behind: Tier | None = None) -> Found:
         """``find_batch`` that also gives each index's table and (``columns``, where every row is on the device) its
-        first ``columns`` read in the same pass; with ``claim``, the batch's new ids for ``insert_new``."""
+        first ``columns`` read in the same pass; with ``claim``, the batch's new ids for ``insert_new``; with
+        ``behind`` (the tier behind a cache), each absent index's slot there (``Found.outer``)."""
         rows, columns = (self._rows.parts(), columns) if columns and self._rows.device_only else (None, 0)
-        return self._index.find_or_claim(batch.indices, batch.offsets, batch.batch_size, access, claim, rows, columns)
+        outer = None if behind is None else behind._index
+        return self._index.find_or_claim(batch.indices, batch.offsets, batch.batch_size, access, claim, rows, columns, behind=outer)
+
+    def find_keys(self, keys: torch.Tensor, table: torch.Tensor, access: Access, claim: bool) -> Found:
+        """``find_or_claim`` of keys of given tables (-1: no key) rather than a batch."""
+        return self._index.find_or_claim(keys, None, 0, access, claim, table=table)
 
     def insert_new(
         self, found: Found, keys: torch.Tensor, access: Access, evictions: torch.Tensor, draws: DrawTables, state_fill: float,
-        fresh: torch.Tensor,
+        fresh: torch.Tensor | None,
     ) -> None:
         """Insert the new ids a claiming ``find_or_claim`` found, with their initial rows
         (``BucketedHashTable.insert_new``): no host sync."""
         self._index.insert_new(found, keys, access, evictions, self._rows.parts(), draws, state_fill, fresh)
+
+    def plan_new(self, found: Found, evictions: torch.Tensor) -> None:
+        """The first half of ``insert_new``: each new id's slot planned, nothing written (``BucketedHashTable.plan_new``)."""
+        self._index.plan_new(found, evictions)
+
+    def write_new(
+        self, found: Found, keys: torch.Tensor, access: Access, draws: DrawTables, state_fill: float, fresh: torch.Tensor | None,
+        source: Source | None,
+    ) -> None:
+        """The second half: the planned ids written with their rows, drawn or taken from ``source``."""
+        self._index.write_new(found, keys, access, self._rows.parts(), draws, state_fill, fresh, source)
+
+    def source(self, slots: torch.Tensor, carry: bool, spill: torch.Tensor | None = None, base: int = 0) -> Source:
+        """This tier as the place another tier's new rows come from: the rows at ``slots`` (``Source``)."""
+        return Source(self._index.arrays, self._rows.parts(), slots, carry, spill, base)
+
+    def fresh_rows(self, keys: torch.Tensor, found: Found, draws: DrawTables, dst: torch.Tensor) -> None:
+        """Each absent index's initial values (an eval lookup's: nothing is stored) into its row of ``dst``."""
+        kernels.fresh_rows(keys, found.slots, found.table, draws, dst, None)
+
+    def addresses(self, batch: GroupBatch) -> torch.Tensor:
+        """Each index's slot (-1: absent), finding the batch again (a plan made stale by a later insert)."""
+        return self.find_batch(batch)[0]
 
     # --- rows --------------------------------------------------------------------------------------------
 
@@ -123,12 +158,14 @@ class Tier:
         """Scores at ``slots``; 0 for slot -1."""
         return self._index.slot_scores(slots)
 
-    def upsert(self, keys: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    def upsert(
+        self, keys: torch.Tensor, table: torch.Tensor, rows: torch.Tensor, scores: torch.Tensor, protect: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Write ``rows`` of unique ``keys``: overwrite present ids, insert the rest (a full bucket evicts its
-        lowest score). Returns how many ids were evicted (a device scalar)."""
+        lowest score, never a slot of ``protect``). Returns how many ids were evicted (a device scalar)."""
         if keys.numel() == 0:
             return torch.zeros((), dtype=torch.int64, device=self._index.device)
-        slots, evicted = self._index.upsert(keys, scores, table)
+        slots, evicted = self._index.upsert(keys, scores, table, protect)
         self._rows.scatter(slots, rows)
         return evicted
 
@@ -150,3 +187,80 @@ class Tier:
 
     def table_capacity(self, table: int) -> int:
         return self._index.table_capacity(table)
+
+
+class CachedTier:
+    """A device cache in front of a storage tier, seen by a group as one tier: the sync-free lookup of a CACHING
+    group, written once for both tiers, as TBE's LRU cache over its UVM rows.
+
+    The group's rows form one address space: the cache's rows (its spare included), then the storage's from
+    ``base`` on (all in host memory), so one address tells every row kernel where an index's row is and one
+    fused update steps a batch whose ids a cache could not hold in storage (``parts``). A find probes the cache
+    and, for each absent index, the storage (``Found.outer``). Its insert moves each row once, in a few kernels
+    over the batch and without a host sync: the cache plans a slot for each missed id (``plan_new``); the ids
+    those slots hold, and the indices the cache could not place, go to the storage in one pass (``outgoing``,
+    then a claiming find, a plan and a write whose rows come straight from the cache slots they leave); then
+    the cache writes its new ids with their rows read straight from storage (or drawn, for ids it holds
+    nowhere), and gives each index it could not place its storage address. A missed id's stored row is
+    protected from the write-back's evictions until it has been read.
+    """
+
+    def __init__(self, cache: Tier, storage: Tier) -> None:
+        cache_parts, storage_parts = cache._rows.parts(), storage._rows.parts()
+        if storage_parts.split != 0:
+            raise ValueError("a cache's storage keeps its rows in host memory")
+        self.cache, self.storage = cache, storage
+        self.base = cache_parts.spare + 1
+        self.parts = RowParts(cache_parts.device, storage_parts.host, self.base, self.base + storage_parts.spare)
+        self.slot_dtype = torch.int32 if self.parts.spare < 2**31 else torch.int64
+        tables = storage._index.map.num_tables
+        device = cache_parts.device.device
+        # The storage's own lookups (the indices the cache could not place) and evictions are not the cache's: not counted.
+        self._uncounted = [torch.zeros(tables, dtype=torch.int64, device=device) for _ in range(3)]
+
+    @property
+    def version(self) -> int:
+        """Changes whenever a slot of either tier changes owner."""
+        return self.cache.version + self.storage.version
+
+    @property
+    def device_only(self) -> bool:
+        """A find reads rows from device memory only (the cache's; stored rows come in through the insert)."""
+        return True
+
+    def device_rows(self, columns: int) -> torch.Tensor:
+        return self.cache.device_rows(columns)
+
+    def find_or_claim(self, batch: GroupBatch, access: Access | None, claim: bool, columns: int) -> Found:
+        """The cache's ``find_or_claim`` that also finds each absent index in storage (``Found.outer``)."""
+        return self.cache.find_or_claim(batch, access, claim, columns, behind=self.storage)
+
+    def insert_new(
+        self, found: Found, keys: torch.Tensor, access: Access, evictions: torch.Tensor, draws: DrawTables, state_fill: float,
+        fresh: torch.Tensor | None,
+    ) -> None:
+        """Bring the batch's missed ids into the cache and write the ids they evict back to storage, each row moved
+        once; each absent index gets its address (cache slot, else ``base`` plus its storage slot, else -1) in
+        ``found.slots`` and its values (its stored row, else its draw) in its row of ``fresh``."""
+        self.cache.plan_new(found, evictions)
+        with op_range("storage_insert"):
+            out_keys, out_table, leaving = kernels.outgoing(self.cache._index.arrays, found, keys)
+            hits, misses, evicted = self._uncounted
+            there = Access(access.clock, access.add_counts, hits, misses)
+            stored = self.storage.find_keys(out_keys, out_table, there, claim=True)
+            self.storage.plan_new(stored, evicted)
+            self.storage.write_new(stored, out_keys, there, draws, state_fill, None, self.cache.source(leaving, carry=True))
+        self.cache.write_new(found, keys, access, draws, state_fill, fresh, self.storage.source(found.outer, False, stored.slots, self.base))
+
+    def fresh_rows(self, keys: torch.Tensor, found: Found, draws: DrawTables, dst: torch.Tensor) -> None:
+        """Each index absent from the cache: its stored row, else its draw, into its row of ``dst``."""
+        kernels.fresh_rows(keys, found.slots, found.table, draws, dst, self.storage.source(found.outer, False))
+
+    def addresses(self, batch: GroupBatch) -> torch.Tensor:
+        """Each index's address: its cache slot, else ``base`` plus its storage slot, else -1."""
+        found = self.cache.find_or_claim(batch, None, False, 0, behind=self.storage)
+        return torch.where(found.slots >= 0, found.slots, torch.where(found.outer >= 0, found.outer + self.base, -1))
+
+    def reduce_and_update(self, sorted_slots: torch.Tensor, order: torch.Tensor, index_grads: torch.Tensor, optimizer: OptimizerArgs) -> None:
+        """Sum each id's gradient rows and step its row once, in the cache or in storage (one address space)."""
+        kernels.reduce_and_update(self.parts, sorted_slots, order, index_grads, optimizer)

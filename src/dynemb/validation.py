@@ -11,8 +11,10 @@ CPU a read costs nothing, so a batch's own record is read, and raised, at once.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,6 +29,9 @@ from dynemb.kernels.operands import (
     RECORD_LAST,
     RECORD_LOW,
 )
+
+if TYPE_CHECKING:
+    from dynemb.counters import StepCounters
 
 # Device types whose batches' value checks are read later (a read of a CUDA tensor waits for the GPU).
 # Tests add "cpu" to take the deferred path without a GPU.
@@ -54,16 +59,16 @@ class BatchLayout:
 class DeferredChecks:
     """The first failed value check among the batches a module took since it was last read, kept on the device.
 
-    ``fold`` checks a batch into the record without a host read (``kernels.check_offsets``: two small kernels
-    on CUDA), numbering batches so the first failure stays; ``raise_pending`` reads it (one host sync, only if
+    ``fold`` checks a batch into the record without a host read (``kernels.check_offsets``: one or two small
+    kernels on CUDA), numbering batches so the first failure stays; ``raise_pending`` reads it (one host sync, only if
     some batch was folded since the last read, so an eval loop pays it once), clears it and raises the
     ValueError an eager check of that batch raises.
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, counters: StepCounters) -> None:
         self.device = device
+        self.counters = counters  # the batch number: ``StepCounters.seq``
         self._record = _fresh_record(device)
-        self._seq = 0
         self._unread = False
         self._unread_training = False
 
@@ -71,12 +76,16 @@ class DeferredChecks:
     def defers(self) -> bool:
         return self.device.type in DEFERRED_DEVICE_TYPES
 
-    def fold(self, offsets: torch.Tensor, num_indices: int, training: bool) -> torch.Tensor:
-        """Check a batch into the record; the offsets its kernels may take (its own, or safe ones where it failed)."""
-        self._seq += 1
+    def fold(self, offsets: torch.Tensor, num_indices: int, training: bool, safe: bool) -> torch.Tensor:
+        """Check a batch (numbered already: ``StepCounters.tick``) into the record; the offsets its kernels may take
+        (its own, or with ``safe`` safe ones where it failed)."""
+        self.folded(training)
+        return kernels.check_offsets(offsets, num_indices, self._record, self.counters.seq, safe)
+
+    def folded(self, training: bool) -> None:
+        """Note that a batch was folded (a CUDA graph's replay of a fold: its kernels ran, this did not)."""
         self._unread = True
         self._unread_training |= training
-        return kernels.check_offsets(offsets, num_indices, self._record, self._seq)
 
     def raise_pending(self, after_training: bool = False) -> None:
         """Raise the first pending failure; ``after_training``: only if a training batch came since the last
@@ -113,9 +122,29 @@ def _raise_failed(record: list[int]) -> None:
         )
 
 
-def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, checks: DeferredChecks, training: bool = True) -> BatchLayout:
+def check_batch(
+    indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, checks: DeferredChecks, training: bool = True,
+    lookups: Iterable[int] = (), safe: bool = True,
+) -> BatchLayout:
     """Raise ValueError unless (indices, offsets) is a valid TBE batch for ``num_tables`` tables on
-    ``checks.device``; the checks of the offsets' values wait in ``checks`` where it defers them."""
+    ``checks.device``; the checks of the offsets' values wait in ``checks`` where it defers them. The batch is
+    counted (``StepCounters.tick``: its number, and the clocks of the groups ``lookups`` that look it up).
+    ``safe``: the offsets the kernels take must be safe even where the batch's are bad (see
+    ``kernels.check_offsets``)."""
+    batch_size = batch_size_of(indices, offsets, num_tables, checks.device)
+    offsets = offsets.to(torch.int64)
+    checks.counters.tick(batch=True, clocks=lookups)
+    if checks.defers:
+        return BatchLayout(batch_size, checks.fold(offsets, indices.numel(), training, safe))
+    record = _fresh_record(offsets.device)
+    kernels.check_offsets(offsets, indices.numel(), record, checks.counters.seq, False)
+    _raise_failed(record.tolist())
+    return BatchLayout(batch_size, offsets)
+
+
+def batch_size_of(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, device: torch.device) -> int:
+    """The checks of a batch that need no tensor values (types, dtypes, dims, device, number of offsets): a
+    ValueError saying what is wrong, else the per-table batch size."""
     if not isinstance(indices, torch.Tensor) or not isinstance(offsets, torch.Tensor):
         raise ValueError("indices and offsets must be tensors")
     if indices.dtype != torch.int64:
@@ -125,19 +154,12 @@ def check_batch(indices: torch.Tensor, offsets: torch.Tensor, num_tables: int, c
     if indices.dim() != 1 or offsets.dim() != 1:
         raise ValueError(f"indices and offsets must be 1-D, got shapes {tuple(indices.shape)} and {tuple(offsets.shape)}")
     for name, tensor in (("indices", indices), ("offsets", offsets)):
-        if tensor.device != checks.device:
-            raise ValueError(f"{name} are on {tensor.device}, the tables on {checks.device}")
+        if tensor.device != device:
+            raise ValueError(f"{name} are on {tensor.device}, the tables on {device}")
     entries = offsets.numel()
     if entries < num_tables + 1 or (entries - 1) % num_tables:
         raise ValueError(
             f"offsets must have num_tables * batch_size + 1 entries with batch_size >= 1 "
             f"({num_tables} tables), got {entries}"
         )
-    batch_size = (entries - 1) // num_tables
-    offsets = offsets.to(torch.int64)
-    if checks.defers:
-        return BatchLayout(batch_size, checks.fold(offsets, indices.numel(), training))
-    record = _fresh_record(offsets.device)
-    kernels.check_offsets(offsets, indices.numel(), record, 1)
-    _raise_failed(record.tolist())
-    return BatchLayout(batch_size, offsets)
+    return (entries - 1) // num_tables

@@ -114,6 +114,7 @@ find_or_claim = _dispatched(torch_ops.find_or_claim)
 fresh_rows = _dispatched(torch_ops.fresh_rows)
 gather_rows = _dispatched(torch_ops.gather_rows)
 gather_unique = _dispatched(torch_ops.gather_unique)
+outgoing = _dispatched(torch_ops.outgoing)
 place_keys = _dispatched(torch_ops.place_keys)
 place_new = _dispatched(torch_ops.place_new)
 pool_rows = _dispatched(torch_ops.pool_rows)
@@ -124,6 +125,6 @@ write_new = _dispatched(torch_ops.write_new)
 
 # The dispatched steps: ``torch_ops`` and ``triton_ops`` each define every one, with the same signature.
 STEPS = (
-    "check_offsets", "find", "find_or_claim", "fresh_rows", "gather_rows", "gather_unique", "place_keys", "place_new", "pool_rows",
-    "reduce_and_update", "scatter_rows", "uniform_rows", "write_new",
+    "check_offsets", "find", "find_or_claim", "fresh_rows", "gather_rows", "gather_unique", "outgoing", "place_keys", "place_new",
+    "pool_rows", "reduce_and_update", "scatter_rows", "uniform_rows", "write_new",
 )

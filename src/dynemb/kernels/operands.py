@@ -10,7 +10,8 @@ dispatcher makes 1-D ones dense for the kernels.
 - ``SlotArrays``: a hash index as the find and insert kernels address it (``find``, ``find_or_claim``,
   ``place_keys``, ``place_new``, ``write_new``).
 - ``Access``: how a training lookup records what it touched (scores, hit and miss counters).
-- ``Found``: a TBE batch as ``find_or_claim`` leaves it, what ``place_new`` and ``write_new`` read.
+- ``Found``: a TBE batch as ``find_or_claim`` leaves it, what ``place_new``, ``outgoing`` and ``write_new`` read.
+- ``Source``: where a tier's new rows come from when another tier holds them (a cache's misses, its write-backs).
 - ``RowParts``: a row store as the row kernels address it (gathers, scatter, the update, ``write_new``).
 - ``OptimizerArgs``: the update's optimizer, hyper-parameters and step.
 - ``DrawTables``: an initializer that kernels draw inline.
@@ -121,20 +122,23 @@ class SlotArrays(NamedTuple):
 class Access(NamedTuple):
     """How a training lookup records its accesses: a found slot's score becomes ``clock`` (``add_counts``: grows
     by one per index), ``hits[t]``/``misses[t]`` count table ``t``'s indices; a new id's score is ``clock``
-    (``add_counts``: its uses in the batch). A lookup without one touches nothing."""
+    (``add_counts``: its uses in the batch). A lookup without one touches nothing. ``clock`` is a one-entry int64
+    tensor the kernels read (a step's own clock when a CUDA graph replays the step)."""
 
-    clock: int
+    clock: torch.Tensor
     add_counts: bool
     hits: torch.Tensor  # int64, one per table
     misses: torch.Tensor
 
 
 class Found(NamedTuple):
-    """A TBE batch as ``find_or_claim`` leaves it, one entry per index: its slot (-1: absent), bucket and table,
-    and its first columns where the find read them (``read``, else None). A claiming find adds each absent
-    index's pending entry (``entry``, -1: none) and the new ids: one batch position each, in no particular
-    order, in the first ``count`` entries of ``reps`` (``count`` a one-entry tensor only the device reads);
-    without a claim these three are None. ``write_new`` fills in ``slots``."""
+    """A TBE batch (or a list of keys) as ``find_or_claim`` leaves it, one entry per index: its slot (-1: absent, or
+    no key: table -1), bucket and table, and its first columns where the find read them (``read``, else None). A
+    claiming find adds each absent index's pending entry (``entry``, -1: none) and the new ids: one batch position
+    each, in no particular order, in the first ``count`` entries of ``reps`` (``count`` a one-entry tensor only the
+    device reads); without a claim these three are None. A find through a cache into the tier behind it adds
+    ``outer``: each index absent here, its slot there (-1: absent there too, or found here). ``write_new`` fills
+    in ``slots``."""
 
     slots: torch.Tensor
     buckets: torch.Tensor
@@ -143,23 +147,54 @@ class Found(NamedTuple):
     entry: torch.Tensor | None
     reps: torch.Tensor | None
     count: torch.Tensor | None
+    outer: torch.Tensor | None = None
+
+
+class Source(NamedTuple):
+    """Where ``write_new`` takes a tier's new rows from, index by index: the row at ``slots[i]`` of another tier
+    (``index``'s scores, ``rows``' rows; -1: none, the row is drawn), whose protection there it releases.
+
+    ``carry`` (a write-back): a new id takes that slot's score as it is, and an id found here has its row and
+    score overwritten from there. Else (a cache's misses) a new id's score is an access's (LFU: its uses plus that
+    slot's score). ``spill``: each index this tier could not place, its slot in the tier behind (-1: none), which
+    it then gets as ``base`` plus that slot, its address in the group's one address space (the cache's rows, its
+    spare included, then the storage's)."""
+
+    index: SlotArrays
+    rows: RowParts
+    slots: torch.Tensor
+    carry: bool
+    spill: torch.Tensor | None = None
+    base: int = 0
 
 
 class OptimizerArgs(NamedTuple):
-    """The update's optimizer, its hyper-parameters and the module's step (ADAM's bias correction)."""
+    """The update's optimizer, its hyper-parameters and the module's step (ADAM's bias correction): ``step`` as
+    the host counts it (the torch path), ``at`` the same step in device memory and ``betas`` (float64) where the
+    kernels compute the corrections, so that a CUDA graph's replay of a step uses its own step."""
 
     optimizer: EmbOptimType
     params: OptimizerParams
     step: int
+    at: torch.Tensor  # int64, one entry
+    betas: torch.Tensor  # float64: beta1, beta2
+
+    @classmethod
+    def of(cls, optimizer: EmbOptimType, params: OptimizerParams, step: int, device: torch.device) -> OptimizerArgs:
+        """Arguments of a step taken on its own (not a module's): the step in device memory too."""
+        at = torch.tensor([step], dtype=torch.int64, device=device)
+        return cls(optimizer, params, step, at, torch.tensor([params.beta1, params.beta2], dtype=torch.float64, device=device))
 
 
 class DrawTables(NamedTuple):
     """A group's UNIFORM or CONSTANT initializer as kernels draw it, one entry per table: a value is
-    ``lower + span * u`` with ``u`` the uniform of (seed, id, column) (CONSTANT: ``span`` 0)."""
+    ``lower + span * u`` with ``u`` the uniform of (seed, id, column) (CONSTANT: ``span`` 0); a row's first ``dim``
+    columns (its embedding) are drawn."""
 
     seed_words: torch.Tensor  # int64
     lower: torch.Tensor  # float32
     span: torch.Tensor  # float32
+    dim: int
 
 
 # A batch check's outcome, the higher winning where a batch fails both (as the eager checks order them).

@@ -23,6 +23,7 @@ from dynemb.kernels.operands import (
     PendingArrays,
     RowParts,
     SlotArrays,
+    Source,
 )
 from dynemb.optimizers import update_rows
 from dynemb.options import PoolingMode
@@ -49,8 +50,8 @@ def find(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Slot (-1: absent) and bucket of every key, over tables that share one set of slot arrays.
 
-    A key's table is ``table[i]``; with ``table`` None, that of a TBE batch's index
-    ``i`` (the last ``t`` with ``offsets[t * batch_size] <= i``), or table 0 without
+    A key's table is ``table[i]`` (-1: no key, whose slot is -1 and bucket 0); with ``table`` None, that of a
+    TBE batch's index ``i`` (the last ``t`` with ``offsets[t * batch_size] <= i``), or table 0 without
     ``offsets``. Indices repeat, so with ``access`` a found slot's score is set to
     its ``clock`` (or, ``add_counts``, raised by one per index), and its ``hits[t]``/``misses[t]``
     count lookups per index.
@@ -58,7 +59,8 @@ def find(
     n = keys.numel()
     if table is None:
         table = torch.zeros(n, dtype=torch.int64, device=keys.device) if offsets is None else _batch_tables(offsets, batch_size, n)
-    buckets = table_buckets(keys, table, index.maps)
+    keyed = table >= 0
+    buckets = torch.where(keyed, table_buckets(keys, table.clamp(min=0), index.maps), 0)
     cap = index.bucket_capacity
     if n <= _FIND_CHUNK:
         slots = _find_chunk(keys, buckets, index.keys, index.occupied, cap)
@@ -67,15 +69,17 @@ def find(
             _find_chunk(key_chunk, bucket_chunk, index.keys, index.occupied, cap)
             for key_chunk, bucket_chunk in zip(keys.split(_FIND_CHUNK), buckets.split(_FIND_CHUNK), strict=True)
         ])
+    slots = torch.where(keyed, slots, -1)
     if access is not None:
         found = slots >= 0
         target = torch.where(found, slots, index.scores.numel() - 1)  # absent keys touch the spare entry
         if access.add_counts:
             index.scores.index_add_(0, target, torch.ones_like(target))
         else:
-            index.scores[target] = access.clock
-        access.hits.index_add_(0, table, found.to(torch.int64))
-        access.misses.index_add_(0, table, (~found).to(torch.int64))
+            index.scores[target] = access.clock.expand_as(target)
+        counted = table.clamp(min=0)
+        access.hits.index_add_(0, counted, found.to(torch.int64))
+        access.misses.index_add_(0, counted, (keyed & ~found).to(torch.int64))
     return slots, buckets
 
 
@@ -154,11 +158,13 @@ def pool_rows(
     emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor, fresh: torch.Tensor | None = None,
 ) -> None:
     """``out[b] = sum (MEAN: mean) of emb[inverse[j]]`` for ``j`` in bag ``b`` (``offsets`` ``[bags + 1]``, from any start);
-    with ``fresh``, an index ``j`` whose ``inverse`` is negative takes ``fresh[j]`` instead."""
+    with ``fresh``, an index ``j`` whose ``inverse`` is not a row of ``emb`` (negative, or a row of the tier behind
+    a cache) takes ``fresh[j]`` instead."""
     lengths = offsets[1:] - offsets[:-1]
-    values = emb[inverse.clamp(min=0)]
+    inside = (inverse >= 0) & (inverse < emb.shape[0])
+    values = emb[torch.where(inside, inverse, 0)]
     if fresh is not None:
-        values = torch.where((inverse < 0).unsqueeze(1), fresh, values)
+        values = torch.where(inside.unsqueeze(1), values, fresh)
     pooled = torch.segment_reduce(values, "sum", lengths=lengths, unsafe=True, initial=0.0)
     if mode is PoolingMode.MEAN:
         pooled = pooled / lengths.clamp(min=1).unsqueeze(1).to(pooled.dtype)
@@ -211,26 +217,33 @@ def _plan_slots(buckets: torch.Tensor, rank: torch.Tensor, index: SlotArrays) ->
 
 
 def find_or_claim(
-    index: SlotArrays, keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, access: Access | None, claim: bool,
-    rows: RowParts | None, columns: int,
+    index: SlotArrays, keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, access: Access | None,
+    claim: bool, rows: RowParts | None, columns: int, behind: SlotArrays | None,
 ) -> Found:
-    """``find`` of a TBE batch, with each index's table; with ``claim`` (``index.pending`` allocated), the
-    found slots marked in ``index.protected`` (``write_new`` clears them), each absent key's pending entry
-    (``entry``; entry ``bucket * capacity + j`` holds the bucket's ``j``-th new key by id, -1 for keys past
-    the ``bucket_capacity``-th), filling the pending ``keys`` and ``uses``, and the new ids (the first index
-    of each, and how many: a one-entry tensor); with ``rows``, each index's first ``columns`` (the spare row
-    where absent)."""
-    table = _batch_tables(offsets, batch_size, keys.numel())
+    """``find`` of a TBE batch (``table`` None) or of keys of given tables (-1: no key), with each index's table;
+    with ``claim`` (``index.pending`` allocated), the found slots marked in ``index.protected`` (``write_new``
+    clears them), each absent key's pending entry (``entry``; entry ``bucket * capacity + j`` holds the bucket's
+    ``j``-th new key by id, -1 for keys past the ``bucket_capacity``-th), filling the pending ``keys`` and
+    ``uses``, and the new ids (the first index of each, and how many: a one-entry tensor); with ``rows``, each
+    index's first ``columns`` (the spare row where absent); with ``behind`` (the tier behind a cache), each
+    absent index's slot there (``outer``), protected there too with ``claim``."""
+    if table is None:
+        table = _batch_tables(offsets, batch_size, keys.numel())
     slots, buckets = find(index, keys, table, None, 0, access)
     out = None if rows is None else gather_rows(rows, slots, columns)
+    outer = None
+    if behind is not None:
+        outer, _ = find(behind, keys, torch.where(slots < 0, table, -1), None, 0, None)
+        if claim:
+            behind.protected[outer[outer >= 0]] = True
     if not claim:
-        return Found(slots, buckets, table, out, None, None, None)
+        return Found(slots, buckets, table, out, None, None, None, outer)
     index.protected[slots[slots >= 0]] = True
     entry = torch.full_like(slots, -1)
-    absent = torch.nonzero(slots < 0).squeeze(1)
+    absent = torch.nonzero((slots < 0) & (table >= 0)).squeeze(1)
     if absent.numel():
         _claim(keys[absent], buckets[absent], absent, entry, index.pending, index.bucket_capacity)
-    return Found(slots, buckets, table, out, entry, *_first_of_each(entry))
+    return Found(slots, buckets, table, out, entry, *_first_of_each(entry), outer)
 
 
 def _claim(keys: torch.Tensor, buckets: torch.Tensor, positions: torch.Tensor, entry: torch.Tensor, pending: PendingArrays, cap: int) -> None:
@@ -280,61 +293,113 @@ def place_new(index: SlotArrays, found: Found, evictions: torch.Tensor) -> None:
     evictions.index_add_(0, found.table[reps], evicts.to(evictions.dtype))
 
 
+def outgoing(index: SlotArrays, found: Found, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What a cache's insert (``place_new`` done, ``write_new`` not yet) sends to the tier behind it, one entry per
+    index of the batch: (key, table, slot here). An index the cache could not place (absent, and no entry or no
+    slot planned for its id) sends its own key (slot -1: an access there); the index that carries a new id whose
+    planned slot holds an id sends that id, its evictee (slot: the slot it leaves); any other index sends
+    nothing (table -1)."""
+    slots, entry, table = found.slots, found.entry, found.table
+    target = torch.where(entry >= 0, index.pending.target[entry.clamp(min=0)], -1)
+    spilled = (slots < 0) & (table >= 0) & (target < 0)
+    out_keys, out_table = keys.clone(), torch.where(spilled, table, -1)
+    source = torch.full_like(slots, -1)
+    reps = found.reps[: int(found.count[0])]
+    planned = index.pending.target[entry[reps]]
+    carriers = torch.nonzero((planned >= 0) & index.occupied[planned.clamp(min=0)]).squeeze(1)
+    at, leaving = reps[carriers], planned[carriers]
+    out_keys[at], out_table[at], source[at] = index.keys[leaving], table[at], leaving
+    return out_keys, out_table, source
+
+
 def write_new(
     index: SlotArrays, found: Found, keys: torch.Tensor, access: Access, parts: RowParts, draws: DrawTables, state_fill: float,
-    dst: torch.Tensor,
+    dst: torch.Tensor | None, source: Source | None,
 ) -> None:
-    """Store the new ids of ``keys`` that ``place_new`` planned (key, score: their uses with ``add_counts``, else
-    ``clock``; initial row in ``parts``, its first ``dst.shape[1]`` columns drawn and every other column
+    """Store the new ids of ``keys`` that ``place_new`` planned (key; score: their uses with ``add_counts``, else
+    ``clock``; row in ``parts``: drawn, its first ``dim`` columns by ``draws`` and every other column
     ``state_fill``), reset their pending entries, release the batch's slots in ``protected``, and fill in each
-    index with slot -1: in ``found.slots`` the slot its new id got (-1 where none), its initial values into its
-    row of ``dst``."""
+    index with slot -1: in ``found.slots`` the slot its new id got (-1 where none) and (``dst``, ``[n, dim]``) its
+    initial values into its row of ``dst``. With ``source`` a new id whose index has a slot there takes that
+    row (and score, as ``Source`` says), and so do its initial values; ``Source.spill`` fills in the indices
+    left without a slot here."""
     pending, slots, entry, table = index.pending, found.slots, found.entry, found.table
-    dim = dst.shape[1]
+    dim = draws.dim
     index.protected[slots[slots >= 0]] = False
     reps = found.reps[: int(found.count[0])]
     at = entry[reps]
     target = pending.target[at]
     placed = torch.nonzero(target >= 0).squeeze(1)
     new_slots, new_keys, tables = target[placed], keys[reps[placed]], table[reps[placed]]
-    index.keys[new_slots] = new_keys
-    index.scores[new_slots] = pending.uses[at[placed]] if access.add_counts else access.clock
-    index.occupied[new_slots] = True
+    scores = pending.uses[at[placed]] if access.add_counts else access.clock.expand_as(new_keys).clone()
     rows = torch.full((placed.numel(), parts.width), state_fill, dtype=torch.float32, device=keys.device)
     rows[:, :dim] = uniform_rows(new_keys, dim, draws.seed_words[tables], draws.lower[tables], draws.span[tables])
+    if source is not None:
+        origin = source.slots[reps[placed]]
+        known = origin >= 0
+        rows = torch.where(known.unsqueeze(1), gather_rows(source.rows, origin, parts.width), rows)
+        earlier = torch.where(known, source.index.scores[origin.clamp(min=0)], 0)
+        if source.carry:
+            scores = torch.where(known, earlier, scores)
+        elif access.add_counts:
+            scores = scores + earlier
+        if source.carry:  # ids found here are overwritten from there
+            both = torch.nonzero((slots >= 0) & (source.slots >= 0)).squeeze(1)
+            scatter_rows(parts, slots[both], gather_rows(source.rows, source.slots[both], parts.width))
+            index.scores[slots[both]] = source.index.scores[source.slots[both]]
+        source.index.protected[source.slots[source.slots >= 0]] = False
+    index.keys[new_slots] = new_keys
+    index.scores[new_slots] = scores
+    index.occupied[new_slots] = True
     scatter_rows(parts, new_slots, rows)
     pending.keys[at] = _INT64_MAX
     pending.owner[at] = 0
     pending.uses[at] = 0
     absent = torch.nonzero(slots < 0).squeeze(1)
     claimed = entry[absent]
-    slots[absent] = torch.where(claimed >= 0, pending.target[claimed.clamp(min=0)], -1)
-    _draw_into(keys, absent, table, draws, dst)
+    given = torch.where(claimed >= 0, pending.target[claimed.clamp(min=0)], -1)
+    if source is not None and source.spill is not None:
+        behind = source.spill[absent]
+        given = torch.where(given >= 0, given, torch.where(behind >= 0, source.base + behind, -1))
+    slots[absent] = given
+    if dst is not None:
+        _fill_values(keys, absent, table, draws, dst, source)
 
 
-def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor) -> None:
-    """For each index with slot -1: its key's initial values into its row of ``dst``."""
-    _draw_into(keys, torch.nonzero(slots < 0).squeeze(1), table, draws, dst)
+def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor, source: Source | None) -> None:
+    """For each index with slot -1: its initial values into its row of ``dst``: with ``source``, its row there
+    where it has a slot there, else its key's draw."""
+    _fill_values(keys, torch.nonzero(slots < 0).squeeze(1), table, draws, dst, source)
 
 
-def _draw_into(keys: torch.Tensor, positions: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor) -> None:
+def _fill_values(
+    keys: torch.Tensor, positions: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor, source: Source | None,
+) -> None:
     tables = table[positions]
-    dst[positions] = uniform_rows(keys[positions], dst.shape[1], draws.seed_words[tables], draws.lower[tables], draws.span[tables])
+    values = uniform_rows(keys[positions], dst.shape[1], draws.seed_words[tables], draws.lower[tables], draws.span[tables])
+    if source is not None:
+        origin = source.slots[positions]
+        values = torch.where((origin >= 0).unsqueeze(1), gather_rows(source.rows, origin, dst.shape[1]), values)
+    dst[positions] = values
 
 
-def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: int) -> torch.Tensor:
-    """Fold the checks of batch ``seq`` (offsets non-decreasing, from 0 to ``num_indices``) into ``record``
-    (``operands.RECORD_*``; a failure becomes the record's unless an earlier batch's is pending) without a
-    host read, and return the offsets where the batch passed, else an even split of its indices into its
-    bags: in bounds for every kernel (pooling, unpooling, the table search) either way."""
+def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: torch.Tensor, safe: bool) -> torch.Tensor:
+    """Fold the checks of batch ``seq`` (a one-entry tensor: offsets non-decreasing, from 0 to ``num_indices``)
+    into ``record`` (``operands.RECORD_*``; a failure becomes the record's unless an earlier batch's is pending)
+    without a host read, and return the offsets: with ``safe``, the batch's where it passed, else an even split
+    of its indices into its bags, in bounds for every kernel (pooling, unpooling, the table search) either way;
+    without (a lookup whose kernels read the offsets only where any values are in bounds), the batch's own."""
+    seq = seq.reshape(())
     low, high = offsets[0], offsets[-1]
     wrong = (low != 0) | (high != num_indices)
     check = torch.where((offsets[1:] < offsets[:-1]).any(), CHECK_DECREASING, torch.where(wrong, CHECK_WRONG_ENDS, CHECK_PASSED))
     failed = check != CHECK_PASSED
     ends = torch.where(wrong, torch.stack([low, high, torch.full_like(low, num_indices)]), 0)  # kept for wrong ends only
-    first = torch.cat([torch.stack([torch.full_like(low, seq), check]), ends])
+    first = torch.cat([torch.stack([seq, check]), ends])
     record[RECORD_LAST] = torch.where(failed, seq, record[RECORD_LAST])
     record[:RECORD_LAST] = torch.where(failed & (record[RECORD_FIRST] >= seq), first, record[:RECORD_LAST])
+    if not safe:
+        return offsets
     even = torch.arange(offsets.numel(), dtype=torch.int64, device=offsets.device) * num_indices // (offsets.numel() - 1)
     return torch.where(failed, even, offsets)
 
@@ -354,6 +419,6 @@ def uniform_rows(
 
 
 __all__ = [
-    "check_offsets", "find", "find_or_claim", "fresh_rows", "gather_rows", "gather_unique", "place_keys", "place_new", "pool_rows",
-    "reduce_and_update", "scatter_rows", "table_buckets", "uniform_rows", "write_new",
+    "check_offsets", "find", "find_or_claim", "fresh_rows", "gather_rows", "gather_unique", "outgoing", "place_keys", "place_new",
+    "pool_rows", "reduce_and_update", "scatter_rows", "table_buckets", "uniform_rows", "write_new",
 ]

@@ -57,8 +57,15 @@ import triton
 import triton.language as tl
 
 from dynemb.kernels import PartialUpdateError
-from dynemb.kernels.operands import Access, DrawTables, Found, OptimizerArgs, RowParts, SlotArrays
-from dynemb.optimizers import OptimizerParams
+from dynemb.kernels.operands import (
+    Access,
+    DrawTables,
+    Found,
+    OptimizerArgs,
+    RowParts,
+    SlotArrays,
+    Source,
+)
 from dynemb.options import EmbOptimType, PoolingMode
 
 # Kernels run through Triton's interpreter (on CPU tensors): launched the plain way.
@@ -190,7 +197,7 @@ def _touch(scores_ptr, slot, hit, increments, clock, BLOCK: tl.constexpr, ADD_CO
         tl.store(scores_ptr + slot, tl.full([BLOCK], 0, tl.int64) + clock, mask=hit)
 
 
-# Batch lengths and the clock change every step: kernels are not specialized on them
+# Batch lengths change every step: kernels are not specialized on them
 # (Triton would otherwise compile a variant for values divisible by 16, or equal to 1).
 @triton.jit
 def _carry_in(query, absent, bucket, pending_ptr, CAP: tl.constexpr):
@@ -212,42 +219,52 @@ def _carry_in(query, absent, bucket, pending_ptr, CAP: tl.constexpr):
         going = (tl.max(active.to(tl.int32), axis=0) > 0) & (j < CAP)
 
 
-@triton.jit(do_not_specialize=["n", "batch_size", "clock", "spare"])
-def _find_kernel(
-    query_ptr, n, table_ptr, offsets_ptr, batch_size, num_tables, num_buckets_ptr, device_buckets_ptr, device_base_ptr, host_base_ptr,
-    keys_ptr, occupied_ptr, scores_ptr, slot_ptr, bucket_ptr, clock, hits_ptr, misses_ptr,
-    table_out_ptr, pending_ptr, protected_ptr, spare, rows_ptr, row_stride, out_ptr,
-    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, SEARCH_STEPS: tl.constexpr, TABLES: tl.constexpr,
-    TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr, WRITE_TABLE: tl.constexpr, CLAIM: tl.constexpr, GATHER: tl.constexpr,
-    DIM: tl.constexpr, BLOCK_D: tl.constexpr,
-):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    valid = offs < n
-    query = tl.load(query_ptr + offs, mask=valid, other=0)
-    table = tl.zeros([BLOCK], dtype=tl.int64)
-    if TABLES == 1:  # given per key
-        table = tl.load(table_ptr + offs, mask=valid, other=0)
-    elif TABLES == 2:  # of a TBE batch: the last t with offsets[t * batch_size] <= index (empty tables skipped)
-        hi = table + num_tables
-        for _ in range(SEARCH_STEPS):
-            mid = (table + hi) // 2
-            open_ = hi - table > 1
-            below = tl.load(offsets_ptr + mid * batch_size, mask=valid & open_, other=0) <= offs
-            table = tl.where(open_ & below, mid, table)
-            hi = tl.where(open_ & (below == 0), mid, hi)
+@triton.jit
+def _bucket_of(query, table, valid, num_buckets_ptr, device_buckets_ptr, device_base_ptr, host_base_ptr):
+    """Bucket of each key of table ``table`` in a ``BucketMap``'s slot arrays (``torch_ops.table_buckets``); 0 where
+    not ``valid``."""
     num_buckets = tl.load(num_buckets_ptr + table, mask=valid, other=1)
     local = _mix64(query.to(tl.uint64, bitcast=True)).to(tl.int64, bitcast=True) % num_buckets
     local = tl.where(local < 0, local + num_buckets, local)  # torch.remainder's sign
     device_buckets = tl.load(device_buckets_ptr + table, mask=valid, other=0)
     device_base = tl.load(device_base_ptr + table, mask=valid, other=0)
     host_base = tl.load(host_base_ptr + table, mask=valid, other=0)
-    bucket = tl.where(local < device_buckets, device_base + local, host_base + local - device_buckets)
-    tl.store(bucket_ptr + offs, bucket, mask=valid)
+    return tl.where(local < device_buckets, device_base + local, host_base + local - device_buckets)
+
+
+@triton.jit(do_not_specialize=["n", "batch_size", "spare"])
+def _find_kernel(
+    query_ptr, n, table_ptr, offsets_ptr, batch_size, num_tables, num_buckets_ptr, device_buckets_ptr, device_base_ptr, host_base_ptr,
+    keys_ptr, occupied_ptr, scores_ptr, slot_ptr, bucket_ptr, clock_ptr, hits_ptr, misses_ptr,
+    table_out_ptr, pending_ptr, protected_ptr, count_ptr, spare, rows_ptr, row_stride, out_ptr,
+    outer_ptr, outer_num_buckets_ptr, outer_device_buckets_ptr, outer_device_base_ptr, outer_host_base_ptr,
+    outer_keys_ptr, outer_occupied_ptr, outer_protected_ptr,
+    CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr, SEARCH_STEPS: tl.constexpr, TABLES: tl.constexpr,
+    TOUCH: tl.constexpr, ADD_COUNTS: tl.constexpr, WRITE_TABLE: tl.constexpr, CLAIM: tl.constexpr, GATHER: tl.constexpr,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, OUTER: tl.constexpr, OUTER_CAP: tl.constexpr, OUTER_CHUNK: tl.constexpr,
+):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    live = offs < n
+    query = tl.load(query_ptr + offs, mask=live, other=0)
+    table = tl.zeros([BLOCK], dtype=tl.int64)
+    if TABLES == 1:  # given per key; -1: no key
+        table = tl.load(table_ptr + offs, mask=live, other=-1)
+    elif TABLES == 2:  # of a TBE batch: the last t with offsets[t * batch_size] <= index (empty tables skipped)
+        hi = table + num_tables
+        for _ in range(SEARCH_STEPS):
+            mid = (table + hi) // 2
+            open_ = hi - table > 1
+            below = tl.load(offsets_ptr + mid * batch_size, mask=live & open_, other=0) <= offs
+            table = tl.where(open_ & below, mid, table)
+            hi = tl.where(open_ & (below == 0), mid, hi)
+    valid = live & (table >= 0)
+    bucket = _bucket_of(query, table, valid, num_buckets_ptr, device_buckets_ptr, device_base_ptr, host_base_ptr)
+    tl.store(bucket_ptr + offs, bucket, mask=live)
     result = _probe(query, bucket * CAP, valid, keys_ptr, occupied_ptr, CAP, BLOCK, CHUNK)
-    tl.store(slot_ptr + offs, result, mask=valid)
+    tl.store(slot_ptr + offs, result, mask=live)
     if TOUCH:
         hit = valid & (result >= 0)
-        _touch(scores_ptr, result, hit, tl.full([BLOCK], 1, tl.int64), clock, BLOCK, ADD_COUNTS)  # one access per index
+        _touch(scores_ptr, result, hit, tl.full([BLOCK], 1, tl.int64), tl.load(clock_ptr), BLOCK, ADD_COUNTS)  # one access per index
         first = tl.min(tl.where(valid, table, num_tables), axis=0)
         last = tl.max(tl.where(valid, table, -1), axis=0)
         if first == last:  # the usual block: one table, one atomic per counter
@@ -258,14 +275,25 @@ def _find_kernel(
             tl.atomic_add(hits_ptr + table, hit.to(tl.int64), mask=valid)
             tl.atomic_add(misses_ptr + table, (hit == 0).to(tl.int64), mask=valid)
     if WRITE_TABLE:
-        tl.store(table_out_ptr + offs, table, mask=valid)
+        tl.store(table_out_ptr + offs, table, mask=live)
     if CLAIM:
+        if tl.program_id(0) == 0:  # the new ids' count, which the next kernel (``_locate_kernel``) adds to
+            tl.store(count_ptr, 0)
         # The batch's own slots are protected from the insert's evictions (the write releases them).
         tl.store(protected_ptr + result, tl.full([BLOCK], 1, tl.uint8), mask=valid & (result >= 0))
         _carry_in(query, valid & (result < 0), bucket, pending_ptr, CAP)
+    if OUTER:  # the tier behind a cache: each absent key's slot there (protected there while a claim's insert runs)
+        behind = valid & (result < 0)
+        outer_bucket = _bucket_of(
+            query, table, behind, outer_num_buckets_ptr, outer_device_buckets_ptr, outer_device_base_ptr, outer_host_base_ptr,
+        )
+        outer = _probe(query, outer_bucket * OUTER_CAP, behind, outer_keys_ptr, outer_occupied_ptr, OUTER_CAP, BLOCK, OUTER_CHUNK)
+        tl.store(outer_ptr + offs, outer, mask=live)
+        if CLAIM:
+            tl.store(outer_protected_ptr + outer, tl.full([BLOCK], 1, tl.uint8), mask=outer >= 0)
     if GATHER:  # device rows: each index's embedding read as soon as its slot is known (absent: the spare row)
         cols = tl.arange(0, BLOCK_D)
-        mask = valid[:, None] & (cols[None, :] < DIM)
+        mask = live[:, None] & (cols[None, :] < DIM)
         row = tl.where(result >= 0, result, spare)
         values = tl.load(rows_ptr + row[:, None] * row_stride + cols[None, :], mask=mask, other=0.0)
         tl.store(out_ptr + offs.to(tl.int64)[:, None] * DIM + cols[None, :], values, mask=mask)
@@ -286,11 +314,13 @@ def find(
 
 def _launch_find(
     index: SlotArrays, keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, access: Access | None,
-    slots: torch.Tensor, buckets: torch.Tensor, table_out: torch.Tensor | None = None, claim: bool = False,
-    gather: tuple[RowParts, torch.Tensor] | None = None,
+    slots: torch.Tensor, buckets: torch.Tensor, table_out: torch.Tensor | None = None, claim: torch.Tensor | None = None,
+    gather: tuple[RowParts, torch.Tensor] | None = None, behind: tuple[SlotArrays, torch.Tensor] | None = None,
 ) -> None:
-    """The probe kernel; ``table_out``: where to write each key's table; ``claim``: carry absent keys into the
-    index's pending rows; ``gather``: (device rows, output) to read each index's embedding in the same pass."""
+    """The probe kernel; ``table_out``: where to write each key's table; ``claim`` (the new ids' count, which it
+    zeroes): carry absent keys into the index's pending rows; ``gather``: (device rows, output) to read each
+    index's embedding in the same pass; ``behind``: (the index behind a cache, output) to find each absent key
+    there too."""
     n = keys.numel()
     maps = index.maps
     tables = maps.num_buckets.numel()
@@ -299,60 +329,70 @@ def _launch_find(
     rows, out = (gather[0].device, gather[1]) if gather is not None else (table_keys, keys)
     dim = out.shape[1] if gather is not None else 1
     spare = table_keys.numel() - 1
-    # Without an access nothing is touched: the counters' places are taken by the keys (never written).
-    clock, add_counts, hits, misses = (0, False, table_keys, table_keys) if access is None else access
+    # Without an access nothing is touched: the clock's and counters' places are taken by the keys (never used).
+    clock, add_counts, hits, misses = (table_keys, False, table_keys, table_keys) if access is None else access
+    # Without a tier behind, its places are taken by this index's arrays (never read).
+    outer_index, outer = behind if behind is not None else (index, slots)
+    outer_cap = outer_index.bucket_capacity
     _launch(_find_kernel, (triton.cdiv(n, _FIND_BLOCK),),
         keys, n, keys if table is None else table, keys if offsets is None else offsets, batch_size, tables, *maps,
         table_keys, occupied, index.scores, slots, buckets, clock, hits, misses,
-        keys if table_out is None else table_out, index.pending.keys if claim else keys,
-        index.protected.view(torch.uint8) if claim else occupied, spare, rows, rows.stride(0), out,
+        keys if table_out is None else table_out, keys if claim is None else index.pending.keys,
+        occupied if claim is None else index.protected.view(torch.uint8), keys if claim is None else claim, spare, rows, rows.stride(0), out,
+        outer, *outer_index.maps, outer_index.keys, outer_index.occupied.view(torch.uint8), outer_index.protected.view(torch.uint8),
         CAP=index.bucket_capacity, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(index.bucket_capacity)),
         SEARCH_STEPS=max(1, (tables - 1).bit_length()), TABLES=mode, TOUCH=access is not None, ADD_COUNTS=add_counts,
-        WRITE_TABLE=table_out is not None, CLAIM=claim, GATHER=gather is not None, DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)),
+        WRITE_TABLE=table_out is not None, CLAIM=claim is not None, GATHER=gather is not None, DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)),
+        OUTER=behind is not None, OUTER_CAP=outer_cap, OUTER_CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(outer_cap)),
     )
 
 
 def find_or_claim(
-    index: SlotArrays, keys: torch.Tensor, offsets: torch.Tensor, batch_size: int, access: Access | None, claim: bool,
-    rows: RowParts | None, columns: int,
+    index: SlotArrays, keys: torch.Tensor, table: torch.Tensor | None, offsets: torch.Tensor | None, batch_size: int, access: Access | None,
+    claim: bool, rows: RowParts | None, columns: int, behind: SlotArrays | None,
 ) -> Found:
-    """``find`` of a TBE batch that also gives each index's table; with ``claim``, the found slots marked in
-    ``index.protected`` (``write_new`` clears them), each absent key's pending entry (``entry``, -1: none) and
-    the new ids (``Found``); with ``rows`` (device rows only) each index's first ``columns`` (the spare row where
-    absent). See ``torch_ops.find_or_claim``."""
+    """``find`` of a TBE batch (or of keys of given tables) that also gives each index's table; with ``claim``,
+    the found slots marked in ``index.protected`` (``write_new`` clears them), each absent key's pending entry
+    (``entry``, -1: none) and the new ids (``Found``); with ``rows`` (device rows only) each index's first
+    ``columns`` (the spare row where absent); with ``behind``, each absent key's slot in the index behind a cache
+    (``outer``). See ``torch_ops.find_or_claim``."""
     n = keys.numel()
-    slots, buckets, table = (torch.empty(n, dtype=torch.int64, device=keys.device) for _ in range(3))
+    slots, buckets, found_table = (torch.empty(n, dtype=torch.int64, device=keys.device) for _ in range(3))
     out = torch.empty(n, columns, dtype=torch.float32, device=keys.device) if rows is not None else None
     gather = None if rows is None else (rows, out)
+    outer = None if behind is None else torch.empty(n, dtype=torch.int64, device=keys.device)
+    probe = None if behind is None else (behind, outer)
     if not claim:
         if n:
-            _launch_find(index, keys, None, offsets, batch_size, access, slots, buckets, table, False, gather)
-        return Found(slots, buckets, table, out, None, None, None)
+            _launch_find(index, keys, table, offsets, batch_size, access, slots, buckets, found_table, None, gather, probe)
+        return Found(slots, buckets, found_table, out, None, None, None, outer)
     entry = torch.empty(n, dtype=torch.int64, device=keys.device)
     reps = torch.empty(n, dtype=torch.int64, device=keys.device)
-    count = torch.zeros(1, dtype=torch.int64, device=keys.device)
-    if n:
-        pending = index.pending
-        _launch_find(index, keys, None, offsets, batch_size, access, slots, buckets, table, True, gather)
-        # Once every key is carried in: where each landed, how often it is used, and one index per new id.
-        cap = index.bucket_capacity
-        _launch(
-            _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, buckets, n, pending.keys, pending.uses, pending.owner, pending.owner.numel(), entry,
-            reps, count, CAP=cap, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(cap)),
-        )
-    return Found(slots, buckets, table, out, entry, reps, count)
+    if n == 0:
+        return Found(slots, buckets, found_table, out, entry, reps, torch.zeros(1, dtype=torch.int64, device=keys.device), outer)
+    count = torch.empty(1, dtype=torch.int64, device=keys.device)  # zeroed by the find
+    pending = index.pending
+    _launch_find(index, keys, table, offsets, batch_size, access, slots, buckets, found_table, count, gather, probe)
+    # Once every key is carried in: where each landed, how often it is used, and one index per new id.
+    cap = index.bucket_capacity
+    _launch(
+        _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, found_table, buckets, n, pending.keys, pending.uses, pending.owner,
+        pending.owner.numel(), entry, reps, count, CAP=cap, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(cap)),
+    )
+    return Found(slots, buckets, found_table, out, entry, reps, count, outer)
 
 
 @triton.jit(do_not_specialize=["n"])
 def _locate_kernel(
-    query_ptr, slot_ptr, bucket_ptr, n, pending_ptr, uses_ptr, owner_ptr, entries, entry_ptr, reps_ptr, count_ptr,
+    query_ptr, slot_ptr, table_ptr, bucket_ptr, n, pending_ptr, uses_ptr, owner_ptr, entries, entry_ptr, reps_ptr, count_ptr,
     CAP: tl.constexpr, BLOCK: tl.constexpr, CHUNK: tl.constexpr,
 ):
     """Each absent key's entry in its bucket's pending row (-1: carried past its end), its uses counted, and
     the first of its indices to claim the entry's owner appended to the new ids at ``count``."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n
-    absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
+    keyed = tl.load(table_ptr + offs, mask=valid, other=-1) >= 0
+    absent = valid & keyed & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
     entry = tl.full([BLOCK], -1, tl.int64)
     if tl.max(absent.to(tl.int32), axis=0) > 0:
         query = tl.load(query_ptr + offs, mask=absent, other=0)
@@ -455,10 +495,34 @@ def _segmented_scan(g, starts, P: tl.constexpr, GROUPS: tl.constexpr, BLOCK_D: t
     return tl.reshape(tl.where(seen != 0, local, local + carried[None, :, :]), [P, BLOCK_D])
 
 
+@triton.jit
+def _power(base, exponent):
+    """``base ** exponent`` (float64 ``base``, int64 ``exponent`` >= 0) by squaring: multiplications only."""
+    result = base * 0.0 + 1.0
+    while exponent > 0:
+        result = tl.where(exponent % 2 == 1, result * base, result)
+        base = base * base
+        exponent = exponent // 2
+    return result
+
+
+@triton.jit
+def _bias_corrections(step_ptr, betas_ptr, OPT: tl.constexpr):
+    """ADAM's ``1 - beta ** step`` for both moments, the step read from device memory (float64 betas: as exact
+    as the host's); 1 for the other optimizers, which read nothing."""
+    bias1 = 1.0
+    bias2 = 1.0
+    if OPT == 1:
+        step = tl.load(step_ptr)
+        bias1 = (1.0 - _power(tl.load(betas_ptr), step)).to(tl.float32)
+        bias2 = (1.0 - _power(tl.load(betas_ptr + 1), step)).to(tl.float32)
+    return bias1, bias2
+
+
 @triton.jit(do_not_specialize=["n"])
 def _segment_update_kernel(
     grad_ptr, grad_stride, order_ptr, slot_ptr, n, device_ptr, host_ptr, row_stride, split, spare, head_ptr, tail_ptr,
-    lr, eps, beta1, beta2, weight_decay, bias1, bias2,
+    lr, eps, beta1, beta2, weight_decay, step_ptr, betas_ptr,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, GROUPS: tl.constexpr, ROW_ALIGN: tl.constexpr, OPT: tl.constexpr,
 ):
     """One block of ``P`` grouped positions: a segmented scan of the block's gradient rows leaves, at each id's
@@ -485,6 +549,7 @@ def _segment_update_kernel(
     index = tl.load(order_ptr + pos, mask=real, other=0).to(tl.int64)
     g = tl.load(grad_ptr + index[:, None] * grad_stride + cols, mask=real[:, None] & (cols < DIM), other=0.0)
     sums = _segmented_scan(g, tl.broadcast_to((slot != before).to(tl.int32)[:, None], [P, BLOCK_D]), P, GROUPS, BLOCK_D)
+    bias1, bias2 = _bias_corrections(step_ptr, betas_ptr, OPT)
     _apply_optimizer(row, w, state_a, state_b, sums, inside, cols, lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
     # Each is one row's at most (sorted slots: only the first id can come from before, only the last go on).
     partial = b * DIM + tl.broadcast_to(cols, [P, BLOCK_D])
@@ -495,7 +560,7 @@ def _segment_update_kernel(
 @triton.jit(do_not_specialize=["n"])
 def _crossing_update_kernel(
     slot_ptr, n, device_ptr, host_ptr, row_stride, split, spare, head_ptr, tail_ptr,
-    lr, eps, beta1, beta2, weight_decay, bias1, bias2,
+    lr, eps, beta1, beta2, weight_decay, step_ptr, betas_ptr,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, P: tl.constexpr, CHUNK: tl.constexpr, ROW_ALIGN: tl.constexpr, OPT: tl.constexpr,
 ):
     """Step the id that starts in block ``b`` and goes on past it: its tail here plus the heads of the blocks it
@@ -522,6 +587,7 @@ def _crossing_update_kernel(
                 going = tl.sum(covered.to(tl.int32), axis=0) == CHUNK
                 blocks += CHUNK
             g = tl.where(one, acc[None, :], 0.0)
+            bias1, bias2 = _bias_corrections(step_ptr, betas_ptr, OPT)
             _apply_optimizer(row, w, state_a, state_b, g, one, cols[None, :], lr, eps, beta1, beta2, weight_decay, bias1, bias2, DIM, OPT)
 
 
@@ -542,7 +608,7 @@ def reduce_and_update(
     head = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
     tail = torch.empty(blocks, dim, dtype=torch.float32, device=index_grads.device)
     rows = (parts.device, parts.host, parts.width, parts.split, parts.spare)
-    hyper = _hyper_parameters(optimizer.params, optimizer.step)
+    hyper = _hyper_parameters(optimizer)
     meta = dict(DIM=dim, BLOCK_D=block_d, P=positions, ROW_ALIGN=_row_alignment(parts), OPT=_OPTIMIZER_CODE[optimizer.optimizer])
     _launch(
         _segment_update_kernel, (blocks,),
@@ -575,11 +641,11 @@ def _row_alignment(parts: RowParts) -> int:
     return 16 if aligned else 4
 
 
-def _hyper_parameters(params: OptimizerParams, step: int) -> tuple[float, ...]:
-    return (
-        params.learning_rate, params.eps, params.beta1, params.beta2, params.weight_decay,
-        1.0 - params.beta1**step, 1.0 - params.beta2**step,
-    )
+def _hyper_parameters(optimizer: OptimizerArgs) -> tuple:
+    """What the update kernels take of the optimizer: its constants, and where the step and the betas (for ADAM's
+    bias corrections, computed in the kernel so that a CUDA graph's replay of a step uses its own step) are."""
+    params = optimizer.params
+    return params.learning_rate, params.eps, params.beta1, params.beta2, params.weight_decay, optimizer.at, optimizer.betas
 
 
 @triton.jit(do_not_specialize=["n", "split", "spare"])
@@ -669,7 +735,7 @@ def scatter_rows(parts: RowParts, slots: torch.Tensor, values: torch.Tensor) -> 
 
 @triton.jit
 def _pool_kernel(
-    emb_ptr, emb_stride, inverse_ptr, offsets_ptr, out_ptr, out_stride, fresh_ptr,
+    emb_ptr, emb_stride, emb_rows, inverse_ptr, offsets_ptr, out_ptr, out_stride, fresh_ptr,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, MEAN: tl.constexpr, FRESH: tl.constexpr,
 ):
     bag = tl.program_id(0)
@@ -684,8 +750,9 @@ def _pool_kernel(
         pmask = pos < stop
         row = tl.load(inverse_ptr + pos, mask=pmask, other=0)
         source = emb_ptr + row[:, None] * emb_stride
-        if FRESH:  # an index without a slot: its own row of the fresh values
-            source = tl.where(row[:, None] >= 0, source, fresh_ptr + pos.to(tl.int64)[:, None] * DIM)
+        if FRESH:  # an index without a row here (no slot, or a row of the tier behind a cache): its row of the fresh values
+            inside = (row >= 0) & (row < emb_rows)
+            source = tl.where(inside[:, None], source, fresh_ptr + pos.to(tl.int64)[:, None] * DIM)
         values = tl.load(source + cols[None, :], mask=pmask[:, None] & cmask[None, :], other=0.0)
         acc += tl.sum(values, axis=0)
     if MEAN:
@@ -697,13 +764,13 @@ def pool_rows(
     emb: torch.Tensor, inverse: torch.Tensor, offsets: torch.Tensor, mode: PoolingMode, out: torch.Tensor, fresh: torch.Tensor | None = None,
 ) -> None:
     """``out[b] = sum (MEAN: mean) of emb[inverse[j]]`` for ``j`` in bag ``b`` (``offsets`` ``[bags + 1]``, from any start);
-    with ``fresh``, negative ``inverse`` entries read ``fresh[j]``."""
+    with ``fresh``, ``inverse`` entries that are no row of ``emb`` read ``fresh[j]``."""
     bags = offsets.numel() - 1
     if bags == 0:
         return
     dim = emb.shape[1]
     _launch(_pool_kernel, (bags,),
-        emb, emb.stride(0), inverse, offsets, out, out.stride(0), emb if fresh is None else fresh,
+        emb, emb.stride(0), emb.shape[0], inverse, offsets, out, out.stride(0), emb if fresh is None else fresh,
         DIM=dim, BLOCK_D=triton.next_power_of_2(dim), BLOCK_N=_BLOCK_N, MEAN=mode is PoolingMode.MEAN, FRESH=fresh is not None,
         num_warps=_BAG_WARPS,
     )
@@ -909,34 +976,97 @@ def place_new(index: SlotArrays, found: Found, evictions: torch.Tensor) -> None:
     )
 
 
+@triton.jit(do_not_specialize=["n"])
+def _outgoing_kernel(
+    query_ptr, slot_ptr, entry_ptr, table_ptr, target_ptr, owner_ptr, keys_ptr, occupied_ptr, out_keys_ptr, out_table_ptr, source_ptr, n,
+    BLOCK: tl.constexpr,
+):
+    """Per index: what a cache's insert sends to the tier behind it (``torch_ops.outgoing``). The index that
+    carries a new id is the one that won its entry's owner in ``_locate_kernel``."""
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    valid = offs < n
+    table = tl.load(table_ptr + offs, mask=valid, other=-1)
+    absent = valid & (table >= 0) & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
+    entry = tl.load(entry_ptr + offs, mask=absent, other=-1)
+    target = tl.load(target_ptr + entry, mask=absent & (entry >= 0), other=-1)
+    spilled = absent & (target < 0)
+    carrier = absent & (target >= 0)
+    carrier = carrier & (tl.load(owner_ptr + entry, mask=carrier, other=0) == (offs + 1).to(tl.int32))
+    carrier = carrier & (tl.load(occupied_ptr + target, mask=carrier, other=0) != 0)
+    query = tl.load(query_ptr + offs, mask=valid, other=0)
+    tl.store(out_keys_ptr + offs, tl.where(carrier, tl.load(keys_ptr + target, mask=carrier, other=0), query), mask=valid)
+    tl.store(out_table_ptr + offs, tl.where(spilled | carrier, table, -1), mask=valid)
+    tl.store(source_ptr + offs, tl.where(carrier, target, -1), mask=valid)
+
+
+def outgoing(index: SlotArrays, found: Found, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """What a cache's insert sends to the tier behind it, one entry per index (see ``torch_ops.outgoing``): one
+    kernel over the batch."""
+    n = keys.numel()
+    out_keys, out_table, source = (torch.empty(n, dtype=torch.int64, device=keys.device) for _ in range(3))
+    if n:
+        pending = index.pending
+        _launch(
+            _outgoing_kernel, (triton.cdiv(n, _ELEMENT_BLOCK),), keys, found.slots, found.entry, found.table, pending.target, pending.owner,
+            index.keys, index.occupied.view(torch.uint8), out_keys, out_table, source, n, BLOCK=_ELEMENT_BLOCK,
+        )
+    return out_keys, out_table, source
+
+
 @triton.jit
-def _fill_absent(offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
-                 DIM: tl.constexpr, BLOCK_D: tl.constexpr, UPDATE: tl.constexpr):
-    """The indices ``offs`` with slot -1: their initial values into their rows of ``dst`` and (``UPDATE``) the
-    slot their new id got."""
+def _fill_absent(
+    offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, owner_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
+    source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, spill_ptr, base,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, UPDATE: tl.constexpr, FILL: tl.constexpr, SOURCE: tl.constexpr, SPILL: tl.constexpr,
+):
+    """The indices ``offs`` with slot -1: (``UPDATE``) the slot their new id got (``SPILL``: else ``base`` plus
+    their slot in the tier behind, else -1) and (``FILL``) their initial values into their rows of ``dst``: their
+    row in the source tier where they have one there (``SOURCE``), else their draw. With ``UPDATE``, an index that
+    carried its new id into a slot has its values written already (``_write_pending_kernel``, from the row it
+    moved: a stored row crosses the bus once), unless the entry's owner was reset first (then they are written
+    again, the same)."""
     valid = offs < n
     absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
     if tl.max(absent.to(tl.int32), axis=0) > 0:
+        unfilled = absent
         if UPDATE:
             entry = tl.load(entry_ptr + offs, mask=absent, other=-1)
-            tl.store(slot_ptr + offs, tl.load(target_ptr + entry, mask=absent & (entry >= 0), other=-1), mask=absent)
-        cols = tl.arange(0, BLOCK_D)
-        query = tl.load(query_ptr + offs, mask=absent, other=0)
-        table = tl.load(table_ptr + offs, mask=absent, other=0)
-        values = _drawn_rows(query, table, absent, seeds_ptr, lower_ptr, span_ptr, cols)
-        tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=absent[:, None] & (cols[None, :] < DIM))
+            given = tl.load(target_ptr + entry, mask=absent & (entry >= 0), other=-1)
+            carried = (given >= 0) & (tl.load(owner_ptr + entry, mask=absent & (given >= 0), other=0) == (offs + 1).to(tl.int32))
+            unfilled = absent & (carried == 0)
+            if SPILL:
+                behind = tl.load(spill_ptr + offs, mask=absent, other=-1)
+                given = tl.where(given >= 0, given, tl.where(behind >= 0, base + behind, -1))
+            tl.store(slot_ptr + offs, given, mask=absent)
+        if FILL:
+            cols = tl.arange(0, BLOCK_D)
+            query = tl.load(query_ptr + offs, mask=unfilled, other=0)
+            table = tl.load(table_ptr + offs, mask=unfilled, other=0)
+            values = _drawn_rows(query, table, unfilled, seeds_ptr, lower_ptr, span_ptr, cols)
+            if SOURCE:
+                origin = tl.load(source_slot_ptr + offs, mask=unfilled, other=-1)
+                known = unfilled & (origin >= 0)
+                row = _row_pointers(source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, origin)
+                taken = tl.load(row[:, None] + cols[None, :], mask=known[:, None] & (cols[None, :] < DIM), other=0.0)
+                values = tl.where(known[:, None], taken, values)
+            tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=unfilled[:, None] & (cols[None, :] < DIM))
 
 
-@triton.jit(do_not_specialize=["n", "split", "spare", "clock", "state_fill"])
+@triton.jit(do_not_specialize=["n", "split", "spare", "state_fill", "source_split", "source_spare", "base"])
 def _write_pending_kernel(
     reps_ptr, count_ptr, query_ptr, entry_ptr, table_ptr, target_ptr, pending_ptr, owner_ptr, uses_ptr,
     keys_ptr, scores_ptr, occupied_ptr, protected_ptr, device_ptr, host_ptr, row_stride, split, spare,
-    seeds_ptr, lower_ptr, span_ptr, state_fill, clock, slot_ptr, dst_ptr, n,
+    seeds_ptr, lower_ptr, span_ptr, state_fill, clock_ptr, slot_ptr, dst_ptr, n,
+    source_slot_ptr, source_device_ptr, source_host_ptr, source_split, source_spare, source_scores_ptr, source_protected_ptr,
+    spill_ptr, base,
     DIM: tl.constexpr, WIDTH: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr,
-    LANES: tl.constexpr, LFU: tl.constexpr, GRID: tl.constexpr,
+    LANES: tl.constexpr, LFU: tl.constexpr, GRID: tl.constexpr, SOURCE: tl.constexpr, CARRY: tl.constexpr, SPILL: tl.constexpr,
+    FILL: tl.constexpr,
 ):
-    """Write each planned new id (key, score, occupied flag, initial row with fresh optimizer state) and free
-    its pending entry for the next batch; then fill in the batch's absent indices (``_fill_absent``)."""
+    """Write each planned new id (key, score, occupied flag, row: drawn with fresh optimizer state, or taken from
+    the source tier) and free its pending entry for the next batch; then, per index, release its slot here (and
+    its source slot there), overwrite a found id from its source slot (``CARRY``: a write-back) and fill in the
+    absent indices (``_fill_absent``)."""
     count = tl.load(count_ptr)
     cols = tl.arange(0, BLOCK_W)
     for start in range(tl.program_id(0) * ROWS, count, GRID * ROWS):
@@ -947,73 +1077,127 @@ def _write_pending_kernel(
         target = tl.load(target_ptr + entry, mask=valid, other=-1)
         placed = valid & (target >= 0)
         query = tl.load(query_ptr + position, mask=valid, other=0)
-        tl.store(keys_ptr + target, query, mask=placed)
         if LFU:
             score = tl.load(uses_ptr + entry, mask=valid, other=0)
         else:
-            score = tl.full([ROWS], 0, tl.int64) + clock
-        tl.store(scores_ptr + target, score, mask=placed)
-        tl.store(occupied_ptr + target, tl.full([ROWS], 1, tl.uint8), mask=placed)
+            score = tl.full([ROWS], 0, tl.int64) + tl.load(clock_ptr)
         table = tl.load(table_ptr + position, mask=valid, other=0)
         values = tl.where(cols[None, :] < DIM, _drawn_rows(query, table, valid, seeds_ptr, lower_ptr, span_ptr, cols), state_fill)
+        if SOURCE:
+            origin = tl.load(source_slot_ptr + position, mask=valid, other=-1)
+            known = placed & (origin >= 0)
+            earlier = tl.load(source_scores_ptr + origin, mask=known, other=0)
+            if CARRY:
+                score = tl.where(known, earlier, score)
+            elif LFU:
+                score = score + earlier
+            row = _row_pointers(source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, origin)
+            taken = tl.load(row[:, None] + cols[None, :], mask=known[:, None] & (cols[None, :] < WIDTH), other=0.0)
+            values = tl.where(known[:, None], taken, values)
+        tl.store(keys_ptr + target, query, mask=placed)
+        tl.store(scores_ptr + target, score, mask=placed)
+        tl.store(occupied_ptr + target, tl.full([ROWS], 1, tl.uint8), mask=placed)
         row = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, target)
         tl.store(row[:, None] + cols[None, :], values, mask=placed[:, None] & (cols[None, :] < WIDTH))
+        if FILL:  # the carrying index's own values, from the row it holds (``_fill_absent`` leaves them)
+            tl.store(dst_ptr + position[:, None] * DIM + cols[None, :], values, mask=placed[:, None] & (cols[None, :] < DIM))
         tl.store(pending_ptr + entry, tl.full([ROWS], _HIGHEST, tl.int64), mask=valid)
         tl.store(owner_ptr + entry, tl.zeros([ROWS], dtype=tl.int32), mask=valid)
         tl.store(uses_ptr + entry, tl.zeros([ROWS], dtype=tl.int64), mask=valid)
     for first in range(tl.program_id(0) * LANES, n, GRID * LANES):
         offs = first + tl.arange(0, LANES).to(tl.int64)
-        found = tl.load(slot_ptr + offs, mask=offs < n, other=-1)
+        here = offs < n
+        found = tl.load(slot_ptr + offs, mask=here, other=-1)
         tl.store(protected_ptr + found, tl.zeros([LANES], dtype=tl.uint8), mask=found >= 0)
-        _fill_absent(offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, DIM, BLOCK_D, True)
+        if SOURCE:
+            origin = tl.load(source_slot_ptr + offs, mask=here, other=-1)
+            tl.store(source_protected_ptr + origin, tl.zeros([LANES], dtype=tl.uint8), mask=origin >= 0)
+            if CARRY:  # an id found here is overwritten from there
+                both = (found >= 0) & (origin >= 0)
+                if tl.max(both.to(tl.int32), axis=0) > 0:
+                    row = _row_pointers(source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, origin)
+                    taken = tl.load(row[:, None] + cols[None, :], mask=both[:, None] & (cols[None, :] < WIDTH), other=0.0)
+                    into = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, found)
+                    tl.store(into[:, None] + cols[None, :], taken, mask=both[:, None] & (cols[None, :] < WIDTH))
+                    tl.store(scores_ptr + found, tl.load(source_scores_ptr + origin, mask=both, other=0), mask=both)
+        _fill_absent(
+            offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, owner_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
+            source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, spill_ptr, base,
+            DIM, BLOCK_D, True, FILL, SOURCE, SPILL,
+        )
+
+
+def _source_operands(source: Source | None, stand_in: torch.Tensor, parts: RowParts) -> tuple:
+    """A ``Source`` as the write and fresh kernels take it: (slots, device rows, host rows, split, spare, scores,
+    protected flags, spill slots, base); without one, stand-ins the kernels never read."""
+    if source is None:
+        return stand_in, parts.device, parts.host, 0, 0, stand_in, stand_in, stand_in, 0
+    rows, index = source.rows, source.index
+    spill = stand_in if source.spill is None else source.spill
+    return (
+        source.slots, rows.device, rows.host, rows.split, rows.spare, index.scores, index.protected.view(torch.uint8), spill, source.base,
+    )
 
 
 def write_new(
     index: SlotArrays, found: Found, keys: torch.Tensor, access: Access, parts: RowParts, draws: DrawTables, state_fill: float,
-    dst: torch.Tensor,
+    dst: torch.Tensor | None, source: Source | None,
 ) -> None:
-    """Store the new ids ``place_new`` planned, with initial rows, reset their pending entries, release the
-    batch's slots in ``protected``, and fill in the absent indices' slots and initial values (into ``dst``)
-    (see ``torch_ops.write_new``)."""
+    """Store the new ids ``place_new`` planned, with rows drawn or taken from ``source``, reset their pending
+    entries, release the batch's slots in ``protected``, and fill in the absent indices' slots and (``dst``)
+    initial values (see ``torch_ops.write_new``)."""
     n = found.reps.numel()
     if n == 0:
         return
-    pending, width, dim = index.pending, parts.width, dst.shape[1]
+    pending, width, dim = index.pending, parts.width, draws.dim
     grid = min(triton.cdiv(n, _FIND_BLOCK), _PENDING_PROGRAMS)
     _launch(
         _write_pending_kernel, (grid,), found.reps, found.count, keys, found.entry, found.table, pending.target, pending.keys, pending.owner,
         pending.uses, index.keys, index.scores, index.occupied.view(torch.uint8), index.protected.view(torch.uint8), parts.device, parts.host,
-        width, parts.split, parts.spare, *draws, state_fill, access.clock, found.slots, dst, n,
+        width, parts.split, parts.spare, draws.seed_words, draws.lower, draws.span, state_fill, access.clock, found.slots,
+        keys if dst is None else dst, n, *_source_operands(source, keys, parts),
         DIM=dim, WIDTH=width, BLOCK_W=triton.next_power_of_2(width), BLOCK_D=max(16, triton.next_power_of_2(dim)),
-        ROWS=_PENDING_ROWS, LANES=_FIND_BLOCK, LFU=access.add_counts, GRID=grid,
+        ROWS=_PENDING_ROWS, LANES=_FIND_BLOCK, LFU=access.add_counts, GRID=grid, SOURCE=source is not None,
+        CARRY=source is not None and source.carry, SPILL=source is not None and source.spill is not None, FILL=dst is not None,
     )
 
 
-@triton.jit(do_not_specialize=["n"])
+@triton.jit(do_not_specialize=["n", "row_stride", "source_split", "source_spare"])
 def _fresh_kernel(
-    query_ptr, slot_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, n, DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK: tl.constexpr,
+    query_ptr, slot_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, n,
+    source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare,
+    DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK: tl.constexpr, SOURCE: tl.constexpr,
 ):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    _fill_absent(offs, n, query_ptr, slot_ptr, slot_ptr, slot_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr, DIM, BLOCK_D, False)
+    _fill_absent(
+        offs, n, query_ptr, slot_ptr, slot_ptr, slot_ptr, slot_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
+        source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, slot_ptr, 0,
+        DIM, BLOCK_D, False, True, SOURCE, False,
+    )
 
 
-def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor) -> None:
-    """For each index with slot -1: its key's initial values into its row of ``dst`` (``[n, dim]``, contiguous)
-    (see ``torch_ops.fresh_rows``)."""
+def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor, source: Source | None) -> None:
+    """For each index with slot -1: its initial values (its row in ``source`` where it has one there, else its
+    key's draw) into its row of ``dst`` (``[n, dim]``, contiguous) (see ``torch_ops.fresh_rows``)."""
     n = keys.numel()
     if n == 0:
         return
     dim = dst.shape[1]
+    if source is None:
+        from_there = (keys, dst, dst, 0, 0, 0)
+    else:
+        from_there = (source.slots, source.rows.device, source.rows.host, source.rows.width, source.rows.split, source.rows.spare)
     _launch(
-        _fresh_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, table, *draws, dst, n,
-        DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), BLOCK=_FIND_BLOCK,
+        _fresh_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, table, draws.seed_words, draws.lower, draws.span, dst, n, *from_there,
+        DIM=dim, BLOCK_D=max(16, triton.next_power_of_2(dim)), BLOCK=_FIND_BLOCK, SOURCE=source is not None,
     )
 
 
-@triton.jit(do_not_specialize=["entries", "num_indices", "seq"])
-def _check_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["entries", "num_indices"])
+def _check_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq_ptr, BLOCK: tl.constexpr):
     """Fold batch ``seq``'s checks into the record: any program that sees a decreasing pair (program 0 also the
     ends) marks the batch failed and, unless an earlier batch's failure is pending, makes it the record's."""
+    seq = tl.load(seq_ptr)
     pid = tl.program_id(0)
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     pairs = offs + 1 < entries
@@ -1036,22 +1220,24 @@ def _check_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq, BL
                 tl.store(record_ptr + 4, num_indices)
 
 
-@triton.jit(do_not_specialize=["entries", "num_indices", "seq"])
-def _safe_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq, safe_ptr, BLOCK: tl.constexpr):
+@triton.jit(do_not_specialize=["entries", "num_indices"])
+def _safe_offsets_kernel(offsets_ptr, entries, num_indices, record_ptr, seq_ptr, safe_ptr, BLOCK: tl.constexpr):
     """Batch ``seq``'s offsets where it passed, else an even split of its indices into its bags."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < entries
-    failed = tl.load(record_ptr + 5) == seq
+    failed = tl.load(record_ptr + 5) == tl.load(seq_ptr)
     given = tl.load(offsets_ptr + offs, mask=valid, other=0)
     tl.store(safe_ptr + offs, tl.where(failed, offs * num_indices // (entries - 1), given), mask=valid)
 
 
-def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: int) -> torch.Tensor:
-    """Fold batch ``seq``'s offset checks into ``record`` and return offsets every kernel can take (see
-    ``torch_ops.check_offsets``): two launches, no host read."""
+def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor, seq: torch.Tensor, safe: bool) -> torch.Tensor:
+    """Fold batch ``seq``'s offset checks into ``record`` and return the offsets (``safe``: ones every kernel can
+    take; see ``torch_ops.check_offsets``): one launch, two with ``safe``, no host read."""
     entries = offsets.numel()
-    safe = torch.empty_like(offsets)
     grid = (triton.cdiv(entries, _ELEMENT_BLOCK),)
     _launch(_check_offsets_kernel, grid, offsets, entries, num_indices, record, seq, BLOCK=_ELEMENT_BLOCK)
-    _launch(_safe_offsets_kernel, grid, offsets, entries, num_indices, record, seq, safe, BLOCK=_ELEMENT_BLOCK)
-    return safe
+    if not safe:
+        return offsets
+    safe_offsets = torch.empty_like(offsets)
+    _launch(_safe_offsets_kernel, grid, offsets, entries, num_indices, record, seq, safe_offsets, BLOCK=_ELEMENT_BLOCK)
+    return safe_offsets
