@@ -1,5 +1,5 @@
 rule database:
-    # The run's results as one SQLite file (docs/DATABASE.md), from what `measure` leaves.
+    # The run's results as one SQLite file (docs/database.md), from what `measure` leaves.
     # Kept between runs, not remade: a re-run replaces the rows of the configs whose
     # files changed, and the runs merged into it (embprof db merge) stay.
     localrule: True
