@@ -35,8 +35,8 @@ from embprof.results.layout import ResultsLayout
 from embprof.results.steps import StepRecord, merge_status
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "benchmark", "src")
-SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "suite", "src")
+SUITE = "suite/benchmark_batched_dynamicemb_tables.py"
 TARGETS = {160: 2.0, 1000: 8.0}  # seconds, issue 18
 
 

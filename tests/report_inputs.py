@@ -133,13 +133,13 @@ def write_results(root: Path, *, scale: float = 1.0, failed: str | None = LABELS
     for sub in ("opcalls", "status", "sunburst", "plots", "timing"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "configs.tsv").write_text(
-        "test_id\tlabel\n" + "".join(f"benchmark/test_bench.py::test_step[{lab}]\t{lab}\n" for lab in LABELS)
+        "test_id\tlabel\n" + "".join(f"suite/test_bench.py::test_step[{lab}]\t{lab}\n" for lab in LABELS)
     )
     records = []
     for i, label in enumerate(LABELS):
         ok = label != failed
         status = {
-            "label": label, "test_id": f"benchmark/test_bench.py::test_step[{label}]", "ok": ok,
+            "label": label, "test_id": f"suite/test_bench.py::test_step[{label}]", "ok": ok,
             "failed_step": None if ok else "profile", "returncode": 0 if ok else 1,
             "log": f"logs/profile/{label}.log", "log_tail": "" if ok else FAILED_TAIL,
         }

@@ -1,7 +1,7 @@
 """Bad input before and around a run (issue 17): what users type on the command line, what can be
 known before any job, broken results files, settings that travel, the lock a killed run leaves.
 
-The suite's facts are the benchmark's own (benchmark.configs); commands run as the rules run them.
+The suite's facts are the benchmark's own (suite.configs); commands run as the rules run them.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # the suite lives in benchmark/, a package beside src/
+if str(REPO) not in sys.path:  # the suite lives in suite/, a package beside src/
     sys.path.insert(0, str(REPO))
 
-from benchmark.configs import extra_args_problem, inputs_problem, preset_labels, select_problem  # noqa: E402
 from embprof.errors import ConfigError, ContractError  # noqa: E402
 from embprof.results.layout import ResultsLayout  # noqa: E402
 from embprof.results.records import merge_results  # noqa: E402
@@ -28,6 +27,7 @@ from embprof.workflow.lock import LOCKS, LockHeld, release_stale_lock, snakemake
 from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems  # noqa: E402
 from embprof.workflow.settings import PLANS, Settings, record_from_plan  # noqa: E402
 from embprof.workflow.validation import validate_config  # noqa: E402
+from suite.configs import extra_args_problem, inputs_problem, preset_labels, select_problem  # noqa: E402
 
 SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
 GPU = "T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K"
@@ -158,7 +158,7 @@ def test_collect_says_why_pytest_stopped_in_its_one_line(tmp_path: Path, args: l
 
 def test_the_benchmark_refuses_iterations_whose_inputs_cannot_fit() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "benchmark/benchmark_batched_dynamicemb_tables.py", "--collect-only",
+        [sys.executable, "-m", "pytest", "suite/benchmark_batched_dynamicemb_tables.py", "--collect-only",
          "-q", "-p", "no:cacheprovider", "--preset", "smoke", "--num-iterations", str(10**20)],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )

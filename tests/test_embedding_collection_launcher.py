@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.embedding_collection.backends import torchrec_skip_reason
-from benchmark.embedding_collection.compare import main as compare_main
-from benchmark.embedding_collection.config import ConfigError, check_world, parse_config
-from benchmark.embedding_collection.records import EC_RESULT_FIELDS
-from benchmark.embedding_collection.run import main
+from suite.embedding_collection.backends import torchrec_skip_reason
+from suite.embedding_collection.compare import main as compare_main
+from suite.embedding_collection.config import ConfigError, check_world, parse_config
+from suite.embedding_collection.records import EC_RESULT_FIELDS
+from suite.embedding_collection.run import main
 
 REPO = Path(__file__).resolve().parents[1]
-LAUNCHER = REPO / "benchmark" / "benchmark_embedding_collection.sh"
+LAUNCHER = REPO / "suite" / "benchmark_embedding_collection.sh"
 TINY = [
     "--num-embeddings-per-feature", "300,20,1000",
     "--multi-hot-sizes", "4,1,2",

@@ -51,8 +51,8 @@ def test_core_dependencies_cover_every_import_of_the_package_but_torch() -> None
 def test_extras_cover_the_benchmark_suite() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
     suite = third_party_imports(
-        REPO / "benchmark" / "benchmark_batched_dynamicemb_tables.py", REPO / "benchmark" / "conftest.py",
-        REPO / "benchmark" / "embedding_collection" / "__main__.py",
+        REPO / "suite" / "benchmark_batched_dynamicemb_tables.py", REPO / "suite" / "conftest.py",
+        REPO / "suite" / "embedding_collection" / "__main__.py",
     )
     core = names(PYPROJECT["project"]["dependencies"])
     assert covered(suite, core | names(extras["gpu"])) == set()

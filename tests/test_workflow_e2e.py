@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "benchmark", "src", ".test")
+WORKFLOW_PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "suite", "src", ".test")
 TINY = REPO / ".test" / "config_tiny" / "config.yaml"
 CRASH_LABEL = "T2_totalB1024_D16_sgd_no_caching_pool=none_cap=4K"
 GOOD_LABELS = ("T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K", "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K")

@@ -30,7 +30,7 @@ from embprof.workflow.validation import validate_config
 REPO = Path(__file__).resolve().parents[1]
 GPU = "T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K"
 HBM = "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K"
-SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+SUITE = "suite/benchmark_batched_dynamicemb_tables.py"
 
 
 def test_parse_collected_keeps_node_ids_and_labels() -> None:

@@ -279,8 +279,8 @@ def example_run(dir: str) -> str:  # noqa: A002 - the marker's word
 
 def ec_results(file: str) -> str:
     """The EmbeddingCollection benchmark's records: TorchRec against dynamic tables per dedup setting
-    (the benchmark's own comparison table, ``benchmark.embedding_collection.compare``)."""
-    from benchmark.embedding_collection.compare import table
+    (the benchmark's own comparison table, ``suite.embedding_collection.compare``)."""
+    from suite.embedding_collection.compare import table
 
     try:
         records = [r for r in read_records(ROOT / file) if r.get("benchmark") == "embedding_collection"]

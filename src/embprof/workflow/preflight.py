@@ -10,7 +10,7 @@ problem is one line naming its key; nothing here runs pytest or imports torch.
 Whether a ``-k`` expression matches any test id is pytest's to say: the collect
 job does, in one line.
 The suite's facts come in as functions (the benchmark's own ``preset_labels``,
-``select_problem`` and ``inputs_problem``, from ``benchmark/configs.py``: :func:`suite_facts`), so
+``select_problem`` and ``inputs_problem``, from ``suite/configs.py``: :func:`suite_facts`), so
 the rule that makes a label has one home. The results folder's
 files that the input functions read are checked here too.
 """
@@ -44,7 +44,7 @@ class SuiteFacts:
 
 
 def suite_facts(checkout: str | os.PathLike[str]) -> SuiteFacts:
-    """The facts of this project's suite in ``checkout``: its ``benchmark/configs.py``'s own functions."""
+    """The facts of this project's suite in ``checkout``: its ``suite/configs.py``'s own functions."""
     module = suite_module(checkout, SUITE_FACTS)
     return SuiteFacts(module.preset_labels, module.select_problem, module.inputs_problem,
                       module.extra_args_problem)

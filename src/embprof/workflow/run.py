@@ -34,7 +34,7 @@ from embprof.workflow.preflight import results_problems, run_problems, suite_fac
 from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.settings import PLANS, Settings
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
-from embprof.workflow.suite import Suite, make_suite, suite_digest
+from embprof.workflow.suite import OWN_FOLDER, Suite, make_suite, suite_digest
 from embprof.workflow.validation import invalid_config, validate_config
 
 # What the workflow keeps for itself under the working directory (never in results/).
@@ -290,8 +290,8 @@ def _digests(checkout: Path, suite: Suite) -> tuple[dict[str, str], dict[str, st
     code = step_digests(Path(embprof.__file__).parent, cache=CACHE / "code-embprof.json")
     digest: dict[str, str | None] = dict(code)
     if suite.own:
-        digest["measured"] = tree_digest(checkout, ["benchmark", "src/dynemb"], cache=CACHE / "code-measured.json")
-        digest["suite"] = tree_digest(checkout, ["benchmark"], cache=CACHE / "code-suite.json")  # what collection lists
+        digest["measured"] = tree_digest(checkout, [OWN_FOLDER, "src/dynemb"], cache=CACHE / "code-measured.json")
+        digest["suite"] = tree_digest(checkout, [OWN_FOLDER], cache=CACHE / "code-suite.json")  # what collection lists
     else:  # another suite: its file and the .py files beside it measure and list
         digest["measured"] = digest["suite"] = suite_digest(suite)
     tables = {step: code_digest([file.name], root=file.parent)

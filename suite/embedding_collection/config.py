@@ -96,7 +96,7 @@ def int_list(value: str) -> tuple[int, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m benchmark.embedding_collection",
+        prog="python -m suite.embedding_collection",
         description="Row-wise sharded EmbeddingCollection training step: dynamic tables or TorchRec's, under torchrun.",
     )
     p.add_argument(

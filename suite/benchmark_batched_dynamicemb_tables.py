@@ -2,8 +2,8 @@
 
 Run from the repository root, e.g.::
 
-    pytest benchmark/benchmark_batched_dynamicemb_tables.py --preset smoke
-    pytest benchmark/benchmark_batched_dynamicemb_tables.py --collect-only -q --preset seed
+    pytest suite/benchmark_batched_dynamicemb_tables.py --preset smoke
+    pytest suite/benchmark_batched_dynamicemb_tables.py --collect-only -q --preset seed
 
 Test ids end in the config label (``embprof.labels``); ``-k`` selects by any
 '='-free part of it, ``--label`` by any substring. Without ``--profile`` a
@@ -30,7 +30,7 @@ def run_config(cfg: BenchmarkConfig, opts: RunOptions, request: pytest.FixtureRe
         return
 
     from . import runner
-    from .results import append_record
+    from .records import append_record
 
     try:
         if opts.profile is None:

@@ -34,7 +34,7 @@ from .backends import Baseline, build_baseline, build_dynamic_tables, load_dyn_r
 from .configs import BenchmarkConfig, RunOptions
 from .datagen import Batches, generate_batches
 from .nvidia import build_nvidia_tables, load_nvidia_rows
-from .results import library_versions, run_provenance
+from .records import library_versions, run_provenance
 
 CORRECTNESS_ATOL = 1e-4  # fp32, as the reference system's correctness mode
 CORRECTNESS_RTOL = 1e-3

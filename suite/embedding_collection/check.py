@@ -1,6 +1,6 @@
 """Does the sharded dynamic collection equal one unsharded table set, on this machine's backend?
 
-    torchrun --standalone --nproc_per_node 2 -m benchmark.embedding_collection.check
+    torchrun --standalone --nproc_per_node 2 -m suite.embedding_collection.check
 
 Every rank holds its share of a small global batch. The reference, built on each
 rank, is one ``BatchedDynamicEmbeddingTables`` fed the whole global batch and the

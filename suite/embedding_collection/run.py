@@ -31,11 +31,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from benchmark.results import library_versions
-from benchmark.runner import Stopwatch
 from dynemb.ranges import emit_range
 from embprof.atomic import write_text
 from embprof.labels import sanitize_label
+from suite.records import library_versions
+from suite.runner import Stopwatch
 
 from .backends import (
     Backend,
@@ -70,7 +70,7 @@ def rank_from_env() -> Rank:
     missing = [v for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK") if v not in os.environ]
     if missing:
         raise ConfigError(
-            f"run under torchrun (benchmark/benchmark_embedding_collection.sh); {', '.join(missing)} not set"
+            f"run under torchrun (suite/benchmark_embedding_collection.sh); {', '.join(missing)} not set"
         )
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
