@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.plots.pages import write_sunburst
+    from embprof.pages.figure_pages import write_sunburst
     from embprof.results.layout import label_from_file
     from embprof.results.run import Run
 
