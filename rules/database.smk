@@ -5,17 +5,17 @@ rule database:
     localrule: True
     input:
         unpack(get_measured_outputs),
-        configs=L.configs,
+        configs=RESULTS.configs,
         settings=get_settings("database"),
     output:
-        update(L.database),
+        update(RESULTS.database),
     params:
-        results_dir=L.root,
+        results_dir=RESULTS.root,
         code=RUN.code_param("database"),
     log:
-        L.log("database"),
+        RESULTS.log("database"),
     benchmark:
-        L.benchmark("database")
+        RESULTS.benchmark("database")
     conda:
         "../envs/analysis.yaml"
     shell:

@@ -22,9 +22,9 @@ import numpy as np
 from .calls import CallStore
 from .codes import combined_codes, dedupe
 from .errors import TraceError
-from .layouts import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
 from .model import KIND_KERNEL, TraceSource
 from .names import memory_kind_name
+from .range_layout import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
 from .sweep import BACKEND_SLOTS, Contexts, OutOfOrder, sweep
 from .workpass import WorkTotals, sum_work
 

@@ -17,8 +17,8 @@ from .calls import CollidingCalls
 from .categories import Categories, load_categories
 from .errors import TraceError
 from .invariants import checked, colliding_calls_error
-from .layouts import LAYOUTS
 from .model import KIND_KERNEL
+from .range_layout import LAYOUTS
 from .readers import open_trace
 
 TOP_KERNELS = 10  # per config and backend, in the busy sidecar
