@@ -20,6 +20,7 @@ import pytest
 from embprof.results.timings import BACKENDS
 
 from .configs import PRESETS, BenchmarkConfig, RunOptions
+from .errors import BaselineRequired
 from .ncu import ncu_command, parse_iterations
 
 
@@ -43,7 +44,7 @@ def run_config(cfg: BenchmarkConfig, opts: RunOptions, request: pytest.FixtureRe
             runner.run_nsys_profile(cfg, opts)
         else:
             runner.run_ncu_profile(cfg, opts)
-    except runner.BaselineRequired as exc:
+    except BaselineRequired as exc:
         pytest.skip(str(exc))
 
 

@@ -19,11 +19,15 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # the suite lives in suite/, a package beside src/
     sys.path.insert(0, str(REPO))
 
-from embprof.errors import ConfigError, ContractError  # noqa: E402
+from embprof.errors import (  # noqa: E402
+    ConfigError,
+    ContractError,
+    LockHeldError,  # noqa: E402
+)
 from embprof.results.paths import ResultsPaths  # noqa: E402
 from embprof.results.records import merge_results  # noqa: E402
 from embprof.results.steps import StepRecord, read_status  # noqa: E402
-from embprof.workflow.lock import LOCKS, LockHeld, release_stale_lock, snakemake_pids  # noqa: E402
+from embprof.workflow.lock import LOCKS, release_stale_lock, snakemake_pids  # noqa: E402
 from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems  # noqa: E402
 from embprof.workflow.settings import PLANS, Settings, record_from_plan  # noqa: E402
 from embprof.workflow.validation import validate_config  # noqa: E402
@@ -308,7 +312,7 @@ def test_a_stale_lock_is_removed_and_a_held_one_kept(tmp_path: Path) -> None:
     for name in ("0.input.lock", "0.output.lock"):
         (tmp_path / LOCKS / name).write_text("results/x\n")
     _proc(proc, 21, ["snakemake", "--cores", "1"], tmp_path)
-    with pytest.raises(LockHeld, match=r"snakemake \(pid 21\) runs here and holds the lock"):
+    with pytest.raises(LockHeldError, match=r"snakemake \(pid 21\) runs here and holds the lock"):
         release_stale_lock(tmp_path, proc)
     assert len(list((tmp_path / LOCKS).iterdir())) == 2
     (proc / "21" / "cwd").unlink()

@@ -160,12 +160,12 @@ def check_all(rank: int, world: int, device: torch.device) -> None:
 
 
 def main() -> int:
-    from .config import ConfigError
+    from ..errors import ECConfigError
     from .run import rank_from_env
 
     try:
         where = rank_from_env()
-    except ConfigError as exc:
+    except ECConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     dist.init_process_group(

@@ -13,7 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import TraceError
+from embprof.errors import TraceError
+
 from .range_layout import LAYOUTS
 
 if TYPE_CHECKING:

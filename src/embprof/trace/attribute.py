@@ -19,9 +19,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from embprof.errors import TraceError
+
 from .calls import CallStore
 from .codes import combined_codes, dedupe
-from .errors import TraceError
 from .model import KIND_KERNEL, TraceSource
 from .names import memory_kind_name
 from .range_layout import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
