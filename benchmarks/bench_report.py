@@ -35,7 +35,6 @@ BUILD = (
 
 def _prepare(results: Path, into: Path) -> Path:
     """The folder copied, with the sunburst and latency PNGs its figure steps would have drawn."""
-    sys.path.insert(0, str(ROOT / "src"))
     from embprof.plots.export import PngJob, export_pngs
     from embprof.plots.latency import latency_figure
     from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
@@ -72,7 +71,7 @@ def _build(src: Path, results: Path, out: Path) -> tuple[float, float]:
 
 
 def _heights(index: Path) -> tuple[int, int]:
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests"))  # the tests' browser check: a helper module, not a package
     from browser_check import open_page
 
     closed = asyncio.run(open_page(index, index.with_name("closed.png"), open_all=False))

@@ -16,16 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the suite lives in suite/, a package beside src/
-    sys.path.insert(0, str(ROOT))
-
-from benchmark import nvidia  # noqa: E402
-
-from embprof.errors import ContractError  # noqa: E402
-from embprof.results.timings import RECORD_METRICS, TIMING_METRICS, check_timings, repeat_values  # noqa: E402
-from suite.backends import DYN_INIT_BOUND, reference_rows  # noqa: E402
-from suite.configs import (  # noqa: E402
+from embprof.errors import ContractError
+from embprof.results.timings import RECORD_METRICS, TIMING_METRICS, check_timings, repeat_values
+from suite import nvidia
+from suite.backends import DYN_INIT_BOUND, reference_rows
+from suite.configs import (
     HYBRID_HBM_SHARE,
     PRESETS,
     SUITES,
@@ -33,6 +28,8 @@ from suite.configs import (  # noqa: E402
     parse_backends,
     suite_configs,
 )
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda", 0)  # only named: the stand-in package never touches it
@@ -373,9 +370,8 @@ def test_without_tbe_dyn_and_nv_start_from_the_same_rows() -> None:
 
 
 def test_a_record_keeps_nv_beside_dyn_and_trc(tmp_path, monkeypatch) -> None:
-    from benchmark import runner
-
     from embprof.workflow.provenance import collect_provenance
+    from suite import runner
     from suite.configs import RunOptions
     from suite.records import RESULT_FIELDS, append_record, read_records
     from suite.runner import make_record, prepare, time_phases

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the suite lives in suite/, a package beside src/
-    sys.path.insert(0, str(ROOT))
+from embprof.errors import ContractError
+from embprof.results.timings import RECORD_METRICS, timing_entry
+from embprof.workflow.provenance import collect_provenance
+from suite.configs import PRESETS, per_table_cap, suite_configs
+from suite.datagen import generate_batches, powlaw_ids
+from suite.ncu import parse_iterations
+from suite.records import RESULT_FIELDS, append_record, read_records
+from suite.runner import check_outputs
 
-from embprof.errors import ContractError  # noqa: E402
-from embprof.results.timings import RECORD_METRICS, timing_entry  # noqa: E402
-from embprof.workflow.provenance import collect_provenance  # noqa: E402
-from suite.configs import PRESETS, per_table_cap, suite_configs  # noqa: E402
-from suite.datagen import generate_batches, powlaw_ids  # noqa: E402
-from suite.ncu import parse_iterations  # noqa: E402
-from suite.records import RESULT_FIELDS, append_record, read_records  # noqa: E402
-from suite.runner import check_outputs  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CPU = torch.device("cpu")
 

@@ -15,23 +15,21 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # the suite lives in suite/, a package beside src/
-    sys.path.insert(0, str(REPO))
-
-from embprof.errors import (  # noqa: E402
+from embprof.errors import (
     ConfigError,
     ContractError,
-    LockHeldError,  # noqa: E402
+    LockHeldError,
 )
-from embprof.results.paths import ResultsPaths  # noqa: E402
-from embprof.results.records import merge_results  # noqa: E402
-from embprof.results.steps import StepRecord, read_status  # noqa: E402
-from embprof.workflow.lock import LOCKS, release_stale_lock, snakemake_pids  # noqa: E402
-from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems  # noqa: E402
-from embprof.workflow.settings import PLANS, Settings, record_from_plan  # noqa: E402
-from embprof.workflow.validation import validate_config  # noqa: E402
-from suite.configs import extra_args_problem, inputs_problem, preset_labels, select_problem  # noqa: E402
+from embprof.results.paths import ResultsPaths
+from embprof.results.records import merge_results
+from embprof.results.steps import StepRecord, read_status
+from embprof.workflow.lock import LOCKS, release_stale_lock, snakemake_pids
+from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems
+from embprof.workflow.settings import PLANS, Settings, record_from_plan
+from embprof.workflow.validation import validate_config
+from suite.configs import extra_args_problem, inputs_problem, preset_labels, select_problem
+
+REPO = Path(__file__).resolve().parents[1]
 
 SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
 GPU = "T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K"

@@ -24,7 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+# The checkout's root: the suite (suite/, not installed; the EmbeddingCollection comparison table)
+# imports from it. embprof is the installed package (pip install -e .).
+sys.path.insert(0, str(ROOT))
 
 from embprof.labels import parse_label  # noqa: E402
 from embprof.results.busy import read_busy  # noqa: E402
