@@ -56,7 +56,7 @@ test: $(DEV_STAMP) $(SLURM_STAMP) test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(DEV_STAMP)
-	$(BIN)/ruff check src benchmark benchmarks tests
+	$(BIN)/ruff check src suite benchmarks tests tools
 	$(BIN)/snakemake --lint
 
 # Regenerate every lock from pyproject.toml in a scratch venv (tools/lock.sh).

@@ -35,7 +35,7 @@ import numpy as np
 from embprof.stats import ALPHA, mann_whitney_p
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+SUITE = "suite/benchmark_batched_dynamicemb_tables.py"
 LABELS = ("_sgd_gpu_", "_sgd_no_hbm_")
 METRICS = ("dyn_train_ms", "dyn_eval_ms", "trc_train_ms", "trc_eval_ms")
 

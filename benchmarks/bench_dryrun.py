@@ -31,12 +31,12 @@ from pathlib import Path
 
 from embprof.labels import make_label
 from embprof.results.configs import BenchConfig, write_configs
-from embprof.results.layout import ResultsLayout
+from embprof.results.paths import ResultsPaths
 from embprof.results.steps import StepRecord, merge_status
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "benchmark", "src")
-SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "suite", "src")
+SUITE = "suite/benchmark_batched_dynamicemb_tables.py"
 TARGETS = {160: 2.0, 1000: 8.0}  # seconds, issue 18
 
 
@@ -53,7 +53,7 @@ def labels(n: int) -> list[str]:
 def fill_results(root: Path, names: list[str]) -> None:
     """Every file a finished run leaves (named by the results contract), each layer of the DAG a
     second newer than the one before."""
-    L = ResultsLayout(root / "results")
+    L = ResultsPaths(root / "results")
     configs = [BenchConfig(f"{SUITE}::TestX::test_x[{name}]", name) for name in names]
     layers: list[dict[Path, str]] = [{L.benchmark("collect"): ""}, {}, {}, {}, {}, {}]
     for c in configs:
@@ -73,7 +73,7 @@ def fill_results(root: Path, names: list[str]) -> None:
                   L.status_dir / ".snakemake_timestamp": "", L.benchmark("status"): ""}
     layers[3] |= {L.environment: "{}", L.peak: "{}",
                   L.benchmark("environment"): "", L.benchmark("peak_bandwidth"): ""}
-    # Files of steps added in issue 18, named as its layout names them (an older layout lacks them).
+    # Files of steps added in issue 18, named as ResultsPaths names them (an older version lacks them).
     plots = L.latency_png.parent
     layers[3] |= {L.root / "plotly.min.js": "", L.benchmark("plotly_js"): ""}
     layers[4] |= {L.latency_png: "", L.latency_html: "", L.benchmark("latency_plot"): "",

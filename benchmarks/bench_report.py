@@ -28,33 +28,32 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = (
     "import sys; from pathlib import Path; from embprof.report.build import ReportInputs, build_report; "
-    "from embprof.results.layout import ResultsLayout; "
-    "build_report(ReportInputs(ResultsLayout(Path(sys.argv[1])), Path(sys.argv[2])))"
+    "from embprof.results.paths import ResultsPaths; "
+    "build_report(ReportInputs(ResultsPaths(Path(sys.argv[1])), Path(sys.argv[2])))"
 )
 
 
 def _prepare(results: Path, into: Path) -> Path:
     """The folder copied, with the sunburst and latency PNGs its figure steps would have drawn."""
-    sys.path.insert(0, str(ROOT / "src"))
     from embprof.plots.export import PngJob, export_pngs
     from embprof.plots.latency import latency_figure
     from embprof.plots.sunburst import assign_letter_codes, sunburst_figure, sunburst_title
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.paths import ResultsPaths
     from embprof.results.run import Run
 
     shutil.copytree(results, into, ignore=shutil.ignore_patterns("report", "measurements*"))
-    layout, run = ResultsLayout(into), Run.from_folder(into)
-    jobs = [PngJob(latency_figure(run.records), layout.latency_png)]
+    paths, run = ResultsPaths(into), Run.from_folder(into)
+    jobs = [PngJob(latency_figure(run.records), paths.latency_png)]
     for label, frame in run.opcalls.items():
         jobs.append(PngJob(sunburst_figure(frame, assign_letter_codes(frame), sunburst_title(label)),
-                           layout.sunburst_png(label)))
+                           paths.sunburst_png(label)))
     export_pngs(jobs)
     # Every config ok, as the workflow's status step writes it (a report before issue 19 needs them).
     from embprof.results.configs import read_configs
     from embprof.results.steps import write_status
 
-    for config in read_configs(layout.configs):
-        write_status(layout.status(config.label), {"label": config.label, "test_id": config.test_id, "ok": True,
+    for config in read_configs(paths.configs):
+        write_status(paths.status(config.label), {"label": config.label, "test_id": config.test_id, "ok": True,
                                                    "failed_step": None, "returncode": 0, "log": "", "log_tail": ""})
     return into
 
@@ -72,7 +71,7 @@ def _build(src: Path, results: Path, out: Path) -> tuple[float, float]:
 
 
 def _heights(index: Path) -> tuple[int, int]:
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "tests"))  # the tests' browser check: a helper module, not a package
     from browser_check import open_page
 
     closed = asyncio.run(open_page(index, index.with_name("closed.png"), open_all=False))

@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+# The tests' generator of per-op rows: a helper module of tests/, not a package.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from report_inputs import opcalls_frame  # noqa: E402

@@ -25,16 +25,13 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from bench_tables import SEED_SIZE, SMALL_SIZE, Workload, build_dyn, make_batches
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from bench_tables import SEED_SIZE, SMALL_SIZE, Workload, build_dyn, make_batches  # noqa: E402
-
-from dynemb import EmbOptimType  # noqa: E402
-from dynemb.ranges import emit_range  # noqa: E402
-from embprof.labels import make_label  # noqa: E402
-from embprof.trace import TraceError, run_breakdown  # noqa: E402
+from dynemb import EmbOptimType
+from dynemb.ranges import emit_range
+from embprof.labels import make_label
+from embprof.trace import TraceError, run_breakdown
 
 OPTIMIZERS = {"sgd": EmbOptimType.EXACT_SGD, "adam": EmbOptimType.ADAM}
 SETTINGS = ("torch", "triton")

@@ -30,17 +30,14 @@ blocks of iterations, so a 10M-kernel export never needs all its rows in memory.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-
-from embprof.atomic import atomic_path  # noqa: E402
-from embprof.trace.synth import write_export  # noqa: E402
+from embprof.atomic import atomic_path
+from embprof.trace.synth import write_export
 
 LABEL = "T10_totalB1048570_D128_adam_caching_pool=none_cap=25M_cfr=1.0"
 MAIN_TID, SIDE_TID = 0x1000001, 0x1000002

@@ -4,13 +4,13 @@ rule aggregate:
         timing=get_timing_files,
         settings=get_settings("aggregate"),
     output:
-        update(L.benchmark_results),
+        update(RESULTS.benchmark_results),
     params:
         code=RUN.code_param("aggregate"),
     log:
-        L.log("aggregate"),
+        RESULTS.log("aggregate"),
     benchmark:
-        L.benchmark("aggregate")
+        RESULTS.benchmark("aggregate")
     conda:
         "../envs/analysis.yaml"
     shell:

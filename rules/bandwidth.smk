@@ -2,18 +2,18 @@ rule bandwidth:
     # Achieved GB/s and % of peak per op (formulas in the bandwidth table: config/bandwidth.yaml
     # where the working directory has one, else the packaged default).
     input:
-        opcalls=L.opcalls(LABEL),
-        record=L.timing(LABEL),
-        peak=L.peak,
+        opcalls=RESULTS.opcalls(LABEL),
+        record=RESULTS.timing(LABEL),
+        peak=RESULTS.peak,
         settings=get_settings("bandwidth"),
     output:
-        update(L.bandwidth(LABEL)),
+        update(RESULTS.bandwidth(LABEL)),
     params:
         code=RUN.code_param("bandwidth"),
     log:
-        L.log("bandwidth", LABEL),
+        RESULTS.log("bandwidth", LABEL),
     benchmark:
-        L.benchmark("bandwidth", LABEL)
+        RESULTS.benchmark("bandwidth", LABEL)
     conda:
         "../envs/analysis.yaml"
     shell:

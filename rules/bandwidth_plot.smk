@@ -7,21 +7,21 @@ rule bandwidth_plot:
         # Which configs it shows follows the status checkpoint: an input of its own, so that
         # Snakemake asks get_bandwidth_files again once the checkpoint has run (ancient: a
         # status that changes which configs are shown changes the set of inputs anyway).
-        status=ancient(L.status_dir),
-        configs=ancient(L.configs),
-        peak=L.peak,
-        plotly_js=L.plotly_js,
+        status=ancient(RESULTS.status_dir),
+        configs=ancient(RESULTS.configs),
+        peak=RESULTS.peak,
+        plotly_js=RESULTS.plotly_js,
         settings=get_settings("bandwidth_plot"),
     output:
-        png=update(L.bandwidth_png),
-        html=update(L.bandwidth_html),
+        png=update(RESULTS.bandwidth_png),
+        html=update(RESULTS.bandwidth_html),
     params:
-        results_dir=L.root,
+        results_dir=RESULTS.root,
         code=RUN.code_param("bandwidth_plot"),
     log:
-        L.log("bandwidth_plot"),
+        RESULTS.log("bandwidth_plot"),
     benchmark:
-        L.benchmark("bandwidth_plot")
+        RESULTS.benchmark("bandwidth_plot")
     conda:
         "../envs/report.yaml"
     shell:

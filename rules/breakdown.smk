@@ -7,19 +7,19 @@ rule breakdown:
         # After the status checkpoint, whose output only orders it (ancient): which configs get
         # a breakdown follows the status, and a re-run plans from the last run's status until the
         # checkpoint has run again (a profile that fails now leaves an empty trace, never read).
-        status=ancient(L.status_dir),
+        status=ancient(RESULTS.status_dir),
         settings=get_settings("breakdown"),
     output:
-        opcalls=update(L.opcalls(LABEL)),
-        samples=update(L.samples(LABEL)),
-        busy=update(L.busy(LABEL)),
+        opcalls=update(RESULTS.opcalls(LABEL)),
+        samples=update(RESULTS.samples(LABEL)),
+        busy=update(RESULTS.busy(LABEL)),
     params:
-        out_dir=L.opcalls_dir,
+        out_dir=RESULTS.opcalls_dir,
         code=RUN.code_param("breakdown"),
     log:
-        L.log("breakdown", LABEL),
+        RESULTS.log("breakdown", LABEL),
     benchmark:
-        L.benchmark("breakdown", LABEL)
+        RESULTS.benchmark("breakdown", LABEL)
     conda:
         "../envs/analysis.yaml"
     shell:

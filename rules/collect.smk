@@ -5,16 +5,16 @@ checkpoint collect:
     input:
         settings=get_settings("collect"),
     output:
-        table=update(L.configs),
+        table=update(RESULTS.configs),
     params:
         preset=RUN.preset,
         selection=RUN.collect_options,
         suite=RUN.suite_option,
         code=RUN.code_param("collect"),
     log:
-        L.log("collect"),
+        RESULTS.log("collect"),
     benchmark:
-        L.benchmark("collect")
+        RESULTS.benchmark("collect")
     conda:
         "../envs/benchmark.yaml"
     shell:

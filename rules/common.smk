@@ -25,7 +25,7 @@ except ImportError:
     ) from None
 
 from embprof.results.configs import read_configs
-from embprof.results.layout import EC_RUN, LABEL
+from embprof.results.paths import EC_RUN, LABEL
 from embprof.results.steps import RUN_STEPS, read_statuses, succeeded
 from embprof.workflow.ec import LAUNCHER as EC_LAUNCHER, load_family
 from embprof.workflow.environment import host_memory_bytes
@@ -45,7 +45,7 @@ try:
 except EmbprofError as exc:
     raise WorkflowError(str(exc)) from None
 RUN.prepare_jobs()
-L = RUN.layout
+RESULTS = RUN.paths  # where each file of the results folder lies (embprof.results.ResultsPaths)
 
 
 wildcard_constraints:
@@ -84,7 +84,7 @@ def get_labels():
 def get_test_id(wildcards):
     configs = get_configs()
     if wildcards.label not in configs:
-        raise WorkflowError(f"{wildcards.label} is not a config in {L.configs}")
+        raise WorkflowError(f"{wildcards.label} is not a config in {RESULTS.configs}")
     return configs[wildcards.label]
 
 
@@ -108,12 +108,12 @@ def get_settings(step):
 
 
 def get_trace():
-    return L.trace(LABEL, RUN.profiler)
+    return RESULTS.trace(LABEL, RUN.profiler)
 
 
 def get_breakdown_trace():
     """What the breakdown reads: nsys's export, or the torch profiler's trace."""
-    return L.sqlite(LABEL) if RUN.profiler == "nsys" else L.trace(LABEL, RUN.profiler)
+    return RESULTS.sqlite(LABEL) if RUN.profiler == "nsys" else RESULTS.trace(LABEL, RUN.profiler)
 
 
 @lru_cache(maxsize=2)
@@ -128,7 +128,7 @@ def get_statuses():
 
 
 def get_timing_files(wildcards):
-    return [L.timing(label) for label in get_labels()]
+    return [RESULTS.timing(label) for label in get_labels()]
 
 
 def get_ancient_timing_files(wildcards):
@@ -138,7 +138,7 @@ def get_ancient_timing_files(wildcards):
 
 def get_step_records(wildcards):
     """The records the status checkpoint merges: every config's profile and timing step."""
-    return [L.step(step, label) for label in get_labels() for step in RUN_STEPS]
+    return [RESULTS.step(step, label) for label in get_labels() for step in RUN_STEPS]
 
 
 def get_per_op_outputs(wildcards):
@@ -147,10 +147,10 @@ def get_per_op_outputs(wildcards):
     """
     shown = succeeded(get_statuses(), get_labels())
     return {
-        "opcalls": [L.opcalls(label) for label in shown],
-        "samples": [L.samples(label) for label in shown],
-        "sunburst": [f(label) for label in shown for f in (L.sunburst_png, L.sunburst_html)],
-        "bandwidth": [L.bandwidth(label) for label in shown],
+        "opcalls": [RESULTS.opcalls(label) for label in shown],
+        "samples": [RESULTS.samples(label) for label in shown],
+        "sunburst": [f(label) for label in shown for f in (RESULTS.sunburst_png, RESULTS.sunburst_html)],
+        "bandwidth": [RESULTS.bandwidth(label) for label in shown],
     }
 
 
@@ -166,15 +166,15 @@ def get_measured_outputs(wildcards):
         "opcalls": per_op["opcalls"],
         "samples": per_op["samples"],
         "bandwidth": per_op["bandwidth"],
-        "results": L.benchmark_results,
-        "status": L.status_dir,
-        "environment": L.environment,
-        "peak": L.peak,
+        "results": RESULTS.benchmark_results,
+        "status": RESULTS.status_dir,
+        "environment": RESULTS.environment,
+        "peak": RESULTS.peak,
     }
 
 
 def get_final_output():
-    return [L.report_html, L.report_summary]
+    return [RESULTS.report_html, RESULTS.report_summary]
 
 
 @cheap_signature
@@ -189,4 +189,4 @@ def get_ec_options():
 
 def get_ec_outputs():
     """Every run's record, and every run's per-op CSVs where the family profiles."""
-    return [L.ec_results, *(L.ec_opcalls(run) for run in (EC.runs if EC.profile else []))]
+    return [RESULTS.ec_results, *(RESULTS.ec_opcalls(run) for run in (EC.runs if EC.profile else []))]

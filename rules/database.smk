@@ -1,21 +1,21 @@
 rule database:
-    # The run's results as one SQLite file (docs/DATABASE.md), from what `measure` leaves.
+    # The run's results as one SQLite file (docs/database.md), from what `measure` leaves.
     # Kept between runs, not remade: a re-run replaces the rows of the configs whose
     # files changed, and the runs merged into it (embprof db merge) stay.
     localrule: True
     input:
         unpack(get_measured_outputs),
-        configs=L.configs,
+        configs=RESULTS.configs,
         settings=get_settings("database"),
     output:
-        update(L.database),
+        update(RESULTS.database),
     params:
-        results_dir=L.root,
+        results_dir=RESULTS.root,
         code=RUN.code_param("database"),
     log:
-        L.log("database"),
+        RESULTS.log("database"),
     benchmark:
-        L.benchmark("database")
+        RESULTS.benchmark("database")
     conda:
         "../envs/analysis.yaml"
     shell:

@@ -10,13 +10,13 @@ rule embedding_collection:
 rule ec_timing:
     # One timed run: every rank of one torchrun, one record.
     output:
-        update(L.ec_timing(EC_RUN)),
+        update(RESULTS.ec_timing(EC_RUN)),
     params:
         launcher=str(WORKFLOW_ROOT / EC_LAUNCHER),
         options=get_ec_options(),
         args=get_ec_args,
     log:
-        L.log("embedding_collection/timing", EC_RUN),
+        RESULTS.log("embedding_collection/timing", EC_RUN),
     conda:
         "../envs/benchmark.yaml"
     shell:
@@ -27,13 +27,13 @@ rule ec_profile:
     # One profiled run: one Kineto trace per rank in the output folder (or a skip note),
     # made beside it and swapped in whole: a failed run leaves the previous folder as it was.
     output:
-        update(directory(L.ec_traces(EC_RUN))),
+        update(directory(RESULTS.ec_traces(EC_RUN))),
     params:
         launcher=str(WORKFLOW_ROOT / EC_LAUNCHER),
         options=get_ec_options(),
         args=get_ec_args,
     log:
-        L.log("embedding_collection/profile", EC_RUN),
+        RESULTS.log("embedding_collection/profile", EC_RUN),
     conda:
         "../envs/benchmark.yaml"
     shell:
@@ -45,11 +45,11 @@ rule ec_breakdown:
     # Every rank's trace of a run into one per-op CSV (ranks merge by label); a
     # run whose baseline cannot run here has only its skip note, which is kept.
     input:
-        traces=L.ec_traces(EC_RUN),
+        traces=RESULTS.ec_traces(EC_RUN),
     output:
-        update(directory(L.ec_opcalls(EC_RUN))),
+        update(directory(RESULTS.ec_opcalls(EC_RUN))),
     log:
-        L.log("embedding_collection/breakdown", EC_RUN),
+        RESULTS.log("embedding_collection/breakdown", EC_RUN),
     conda:
         "../envs/analysis.yaml"
     shell:
@@ -59,11 +59,11 @@ rule ec_breakdown:
 rule ec_results:
     # Every run's record in one list.
     input:
-        [L.ec_timing(run) for run in EC.runs],
+        [RESULTS.ec_timing(run) for run in EC.runs],
     output:
-        update(L.ec_results),
+        update(RESULTS.ec_results),
     log:
-        L.log("embedding_collection/results"),
+        RESULTS.log("embedding_collection/results"),
     conda:
         "../envs/analysis.yaml"
     shell:

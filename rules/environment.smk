@@ -6,16 +6,16 @@ rule environment:
         timing=get_timing_files,
         settings=get_settings("environment"),
     output:
-        update(L.environment),
+        update(RESULTS.environment),
     params:
         preset=RUN.preset,
         profiler=RUN.profiler,
         nsys=RUN.nsys_option,
         suite=RUN.suite_option,
     log:
-        L.log("environment"),
+        RESULTS.log("environment"),
     benchmark:
-        L.benchmark("environment")
+        RESULTS.benchmark("environment")
     conda:
         "../envs/benchmark.yaml"
     shell:

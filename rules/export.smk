@@ -1,15 +1,15 @@
 rule export:
     # nsys report -> SQLite, the format the breakdown reads (profiler: nsys only).
     input:
-        L.trace(LABEL, "nsys"),
+        RESULTS.trace(LABEL, "nsys"),
     output:
-        update(L.sqlite(LABEL)),
+        update(RESULTS.sqlite(LABEL)),
     params:
         nsys=RUN.nsys_option,
     log:
-        L.log("export", LABEL),
+        RESULTS.log("export", LABEL),
     benchmark:
-        L.benchmark("export", LABEL)
+        RESULTS.benchmark("export", LABEL)
     conda:
         "../envs/analysis.yaml"
     shell:

@@ -1,23 +1,23 @@
 rule latency_plot:
     localrule: True
     input:
-        results=L.benchmark_results,
-        plotly_js=L.plotly_js,
+        results=RESULTS.benchmark_results,
+        plotly_js=RESULTS.plotly_js,
         settings=get_settings("latency_plot"),
     output:
         png=update(report(
-            L.latency_png,
+            RESULTS.latency_png,
             caption="../report/latency.rst",
             category="Latency",
             labels={"figure": "latency per iteration"},
         )),
-        html=update(L.latency_html),
+        html=update(RESULTS.latency_html),
     params:
         code=RUN.code_param("latency_plot"),
     log:
-        L.log("latency_plot"),
+        RESULTS.log("latency_plot"),
     benchmark:
-        L.benchmark("latency_plot")
+        RESULTS.benchmark("latency_plot")
     conda:
         "../envs/report.yaml"
     shell:

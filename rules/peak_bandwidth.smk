@@ -10,13 +10,13 @@ rule peak_bandwidth:
         records=get_ancient_timing_files,
         settings=get_settings("peak_bandwidth"),
     output:
-        update(L.peak),
+        update(RESULTS.peak),
     params:
         code=RUN.code_param("peak_bandwidth"),
     log:
-        L.log("peak_bandwidth"),
+        RESULTS.log("peak_bandwidth"),
     benchmark:
-        L.benchmark("peak_bandwidth")
+        RESULTS.benchmark("peak_bandwidth")
     conda:
         "../envs/benchmark.yaml"
     shell:

@@ -5,14 +5,14 @@ rule plotly_js:
     input:
         settings=get_settings("plotly_js"),
     output:
-        update(L.plotly_js),
+        update(RESULTS.plotly_js),
     params:
         plotly=RUN.plotly,
         code=RUN.code_param("plotly_js"),
     log:
-        L.log("plotly_js"),
+        RESULTS.log("plotly_js"),
     benchmark:
-        L.benchmark("plotly_js")
+        RESULTS.benchmark("plotly_js")
     conda:
         "../envs/report.yaml"
     shell:

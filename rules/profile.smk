@@ -3,11 +3,11 @@ rule profile:
     # trace and a failed step record; the status checkpoint then keeps the
     # per-op steps of that config out of the report's inputs.
     input:
-        table=ancient(L.configs),
+        table=ancient(RESULTS.configs),
         settings=get_settings("profile"),
     output:
         trace=update(get_trace()),
-        record=update(L.step("profile", LABEL)),
+        record=update(RESULTS.step("profile", LABEL)),
     params:
         test_id=get_test_id,
         preset=RUN.preset,
@@ -17,9 +17,9 @@ rule profile:
         suite=RUN.suite_option,
         code=RUN.code_param("profile"),
     log:
-        L.log("profile", LABEL),
+        RESULTS.log("profile", LABEL),
     benchmark:
-        L.benchmark("profile", LABEL)
+        RESULTS.benchmark("profile", LABEL)
     conda:
         "../envs/benchmark.yaml"
     shell:

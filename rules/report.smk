@@ -1,36 +1,36 @@
 rule report:
-    # Reads the whole results folder (embprof.results.ResultsLayout); the inputs
+    # Reads the whole results folder (embprof.results.ResultsPaths); the inputs
     # name what it reads so that Snakemake orders and re-runs it.
     localrule: True
     input:
         unpack(get_per_op_outputs),
-        results=L.benchmark_results,
-        configs=L.configs,
-        latency=L.latency_html,
-        bandwidth_plot=L.bandwidth_png,
-        status=L.status_dir,
-        environment=L.environment,
-        peak=L.peak,
+        results=RESULTS.benchmark_results,
+        configs=RESULTS.configs,
+        latency=RESULTS.latency_html,
+        bandwidth_plot=RESULTS.bandwidth_png,
+        status=RESULTS.status_dir,
+        environment=RESULTS.environment,
+        peak=RESULTS.peak,
         # Written beside the report, not read by it: `snakemake report` leaves the database
         # too. Ancient: runs merged into it (embprof db merge) do not re-draw the report.
-        database=ancient(L.database),
+        database=ancient(RESULTS.database),
         settings=get_settings("report"),
     output:
         html=update(report(
-            L.report_html,
+            RESULTS.report_html,
             caption="../report/report.rst",
             category="Report",
             labels={"page": "latency report"},
         )),
-        summary=update(L.report_summary),
+        summary=update(RESULTS.report_summary),
     params:
-        results_dir=L.root,
+        results_dir=RESULTS.root,
         compare=RUN.compare_option,
         code=RUN.code_param("report"),
     log:
-        L.log("report"),
+        RESULTS.log("report"),
     benchmark:
-        L.benchmark("report")
+        RESULTS.benchmark("report")
     conda:
         "../envs/report.yaml"
     shell:

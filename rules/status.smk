@@ -5,17 +5,17 @@ checkpoint status:
     # it, not once per config (a dry run stays linear in the number of configs).
     localrule: True
     input:
-        configs=ancient(L.configs),
+        configs=ancient(RESULTS.configs),
         records=get_step_records,
         settings=get_settings("status"),
     output:
-        update(directory(L.status_dir)),
+        update(directory(RESULTS.status_dir)),
     params:
-        results_dir=L.root,
+        results_dir=RESULTS.root,
     log:
-        L.log("status"),
+        RESULTS.log("status"),
     benchmark:
-        L.benchmark("status")
+        RESULTS.benchmark("status")
     conda:
         "../envs/analysis.yaml"
     shell:

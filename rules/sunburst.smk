@@ -1,22 +1,22 @@
 rule sunburst:
     input:
-        opcalls=L.opcalls(LABEL),
-        plotly_js=L.plotly_js,
+        opcalls=RESULTS.opcalls(LABEL),
+        plotly_js=RESULTS.plotly_js,
         settings=get_settings("sunburst"),
     output:
         png=update(report(
-            L.sunburst_png(LABEL),
+            RESULTS.sunburst_png(LABEL),
             caption="../report/sunburst.rst",
             category="Per-config breakdowns",
             labels={"config": "{label}", "figure": "sunburst"},
         )),
-        html=update(L.sunburst_html(LABEL)),
+        html=update(RESULTS.sunburst_html(LABEL)),
     params:
         code=RUN.code_param("sunburst"),
     log:
-        L.log("sunburst", LABEL),
+        RESULTS.log("sunburst", LABEL),
     benchmark:
-        L.benchmark("sunburst", LABEL)
+        RESULTS.benchmark("sunburst", LABEL)
     conda:
         "../envs/report.yaml"
     shell:

@@ -2,11 +2,11 @@ rule timing:
     # The normal timed run, apart from profiling so that no profiler overhead
     # enters a latency; it takes every core, so nothing runs beside it.
     input:
-        table=ancient(L.configs),
+        table=ancient(RESULTS.configs),
         settings=get_settings("timing"),
     output:
-        timing=update(L.timing(LABEL)),
-        record=update(L.step("timing", LABEL)),
+        timing=update(RESULTS.timing(LABEL)),
+        record=update(RESULTS.step("timing", LABEL)),
     params:
         test_id=get_test_id,
         preset=RUN.preset,
@@ -15,9 +15,9 @@ rule timing:
         code=RUN.code_param("timing"),
     threads: get_all_cores()
     log:
-        L.log("timing", LABEL),
+        RESULTS.log("timing", LABEL),
     benchmark:
-        L.benchmark("timing", LABEL)
+        RESULTS.benchmark("timing", LABEL)
     conda:
         "../envs/benchmark.yaml"
     shell:

@@ -2,7 +2,7 @@
 
 The import closure of a start module follows every ``import`` statement, at
 module level or inside a function (a lazy import still runs on some path),
-into this project's own packages (``embprof``, ``dynemb``, ``benchmark``), and
+into this project's own packages (``embprof``, ``dynemb``, ``suite``), and
 collects the top-level names of everything else outside the standard library
 (and :data:`BUILT_ELSEWHERE`).
 """
@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-OWN = {"embprof": REPO / "src", "dynemb": REPO / "src", "benchmark": REPO}
+OWN = {"embprof": REPO / "src", "dynemb": REPO / "src", "suite": REPO}
 # Modules whose distribution differs between the CPU and the CUDA build.
 ALTERNATIVES = {"fbgemm_gpu": {"fbgemm-gpu", "fbgemm-gpu-cpu"}}
 # Optional modules that no lock or environment provides, left out of every closure: NVIDIA's
@@ -38,7 +38,7 @@ def module_file(name: str) -> Path | None:
 
 
 def _module_of(path: Path) -> str:
-    root = OWN["benchmark"] if path.is_relative_to(REPO / "benchmark") else OWN["embprof"]
+    root = OWN["suite"] if path.is_relative_to(REPO / "suite") else OWN["embprof"]
     parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 

@@ -14,8 +14,8 @@ import pandas as pd
 
 from embprof.labels import make_label, parse_label
 from embprof.report.build import ReportInputs
-from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import COLUMNS as OPCALLS_COLUMNS
+from embprof.results.paths import ResultsPaths
 from embprof.results.samples import samples_of_rows, write_samples
 from embprof.results.timings import TIMING_METRICS, timing_entry
 
@@ -123,7 +123,7 @@ FAILED_TAIL = "Traceback (most recent call last):\n  File \"profile.py\", line 3
 
 def report_inputs(root: Path, out: Path | None = None, compare_to: Path | None = None) -> ReportInputs:
     """The report of the results folder ``root``, written to ``out`` (default ``root/report``)."""
-    return ReportInputs(ResultsLayout(root), out or root / "report", compare_to)
+    return ReportInputs(ResultsPaths(root), out or root / "report", compare_to)
 
 
 def write_results(root: Path, *, scale: float = 1.0, failed: str | None = LABELS[3],
@@ -133,13 +133,13 @@ def write_results(root: Path, *, scale: float = 1.0, failed: str | None = LABELS
     for sub in ("opcalls", "status", "sunburst", "plots", "timing"):
         (root / sub).mkdir(parents=True, exist_ok=True)
     (root / "configs.tsv").write_text(
-        "test_id\tlabel\n" + "".join(f"benchmark/test_bench.py::test_step[{lab}]\t{lab}\n" for lab in LABELS)
+        "test_id\tlabel\n" + "".join(f"suite/test_bench.py::test_step[{lab}]\t{lab}\n" for lab in LABELS)
     )
     records = []
     for i, label in enumerate(LABELS):
         ok = label != failed
         status = {
-            "label": label, "test_id": f"benchmark/test_bench.py::test_step[{label}]", "ok": ok,
+            "label": label, "test_id": f"suite/test_bench.py::test_step[{label}]", "ok": ok,
             "failed_step": None if ok else "profile", "returncode": 0 if ok else 1,
             "log": f"logs/profile/{label}.log", "log_tail": "" if ok else FAILED_TAIL,
         }

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from embprof.bandwidth.expr import FormulaError, parse_formula
+from embprof.bandwidth.expr import parse_formula
+from embprof.errors import FormulaError
 
 
 @pytest.mark.parametrize(

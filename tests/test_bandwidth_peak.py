@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from embprof.bandwidth.peak import PeakError, measure_peak
+from embprof.bandwidth.peak import measure_peak
 from embprof.cli import main
-from embprof.errors import ContractError
+from embprof.errors import ContractError, PeakError
 from embprof.results.peak import FIELDS, read_peak, write_peak
 
 

@@ -12,7 +12,7 @@ from embprof.bandwidth.view import pct_of_peak_figure, per_op_pct, with_bandwidt
 from embprof.errors import ContractError
 from embprof.results.bandwidth import COLUMNS, read_bandwidth
 from embprof.results.configs import BenchConfig, write_configs
-from embprof.results.layout import ResultsLayout
+from embprof.results.paths import ResultsPaths
 from embprof.results.peak import Peak
 from embprof.results.run import Run
 
@@ -95,10 +95,10 @@ def test_chart_has_a_cell_per_config_and_op() -> None:
 
 
 def test_files_round_trip_and_bad_files(tmp_path: Path) -> None:
-    layout = ResultsLayout(tmp_path)
-    layout.bandwidth_dir.mkdir()
-    BW.to_csv(layout.bandwidth(LABEL_A), index=False)
-    write_configs(layout.configs, [BenchConfig(f"t[{i}]", label) for i, label in enumerate((LABEL_A, LABEL_B))])
+    paths = ResultsPaths(tmp_path)
+    paths.bandwidth_dir.mkdir()
+    BW.to_csv(paths.bandwidth(LABEL_A), index=False)
+    write_configs(paths.configs, [BenchConfig(f"t[{i}]", label) for i, label in enumerate((LABEL_A, LABEL_B))])
     loaded = Run.from_folder(tmp_path).bandwidth  # the configs of the run that have a bandwidth CSV
     assert list(loaded) == [LABEL_A]
     pd.testing.assert_frame_equal(

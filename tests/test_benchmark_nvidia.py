@@ -16,13 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the suite lives in benchmark/, a package beside src/
-    sys.path.insert(0, str(ROOT))
-
-from benchmark import nvidia  # noqa: E402
-from benchmark.backends import DYN_INIT_BOUND, reference_rows  # noqa: E402
-from benchmark.configs import (  # noqa: E402
+from embprof.errors import ContractError
+from embprof.results.timings import RECORD_METRICS, TIMING_METRICS, check_timings, repeat_values
+from suite import nvidia
+from suite.backends import DYN_INIT_BOUND, reference_rows
+from suite.configs import (
     HYBRID_HBM_SHARE,
     PRESETS,
     SUITES,
@@ -30,8 +28,8 @@ from benchmark.configs import (  # noqa: E402
     parse_backends,
     suite_configs,
 )
-from embprof.errors import ContractError  # noqa: E402
-from embprof.results.timings import RECORD_METRICS, TIMING_METRICS, check_timings, repeat_values  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda", 0)  # only named: the stand-in package never touches it
@@ -324,7 +322,7 @@ def test_a_records_nv_metrics_are_required_new_and_absent_in_older_records() -> 
 
 
 def test_summary_line_sets_each_backend_beside_dyn() -> None:
-    from benchmark.benchmark_batched_dynamicemb_tables import summary_line
+    from suite.benchmark_batched_dynamicemb_tables import summary_line
 
     record = {"label": "L", "repeats": 3, "trc_skip_reason": "--no-torchrec", "nv_skip_reason": None}
     for phase, dyn in (("forward", 1.0), ("backward", 2.0), ("train", 3.0), ("eval", 0.5)):
@@ -354,8 +352,8 @@ class _NvStandIn(torch.nn.Module):
 
 
 def test_without_tbe_dyn_and_nv_start_from_the_same_rows() -> None:
-    from benchmark.backends import build_dynamic_tables
-    from benchmark.runner import Backend, mirror_rows
+    from suite.backends import build_dynamic_tables
+    from suite.runner import Backend, mirror_rows
 
     cfg = replace(suite_configs("TestGpu", PRESETS["smoke"])[0], optimizer="sgd")
     dyn = build_dynamic_tables(cfg, cfg.hbm_bytes_per_table(list(cfg.caps)), CPU)
@@ -372,11 +370,11 @@ def test_without_tbe_dyn_and_nv_start_from_the_same_rows() -> None:
 
 
 def test_a_record_keeps_nv_beside_dyn_and_trc(tmp_path, monkeypatch) -> None:
-    from benchmark import runner
-    from benchmark.configs import RunOptions
-    from benchmark.results import RESULT_FIELDS, append_record, read_records
-    from benchmark.runner import make_record, prepare, time_phases
     from embprof.workflow.provenance import collect_provenance
+    from suite import runner
+    from suite.configs import RunOptions
+    from suite.records import RESULT_FIELDS, append_record, read_records
+    from suite.runner import make_record, prepare, time_phases
 
     monkeypatch.setattr(runner, "pick_device", lambda: CPU)  # a GPU host too runs it on the CPU
     cfg = replace(suite_configs("TestGpu", PRESETS["smoke"])[0], optimizer="sgd", num_iterations=2)
@@ -402,8 +400,8 @@ def _nvidia_importable() -> bool:
 def test_on_the_gpu_nv_builds_its_layout_and_matches_dyn(cfg, rows_from) -> None:
     """The real module at smoke size: the layout the plan says, and correctness mode's check of
     every train and eval step against dyn (and TBE, where it gives the rows)."""
-    from benchmark.configs import RunOptions
-    from benchmark.runner import prepare, time_phases, warm_up
+    from suite.configs import RunOptions
+    from suite.runner import prepare, time_phases, warm_up
 
     left_out = {} if rows_from == "trc" else {"trc": "--no-torchrec"}
     work = prepare(replace(cfg, num_iterations=3), RunOptions(correctness=True, left_out=left_out))

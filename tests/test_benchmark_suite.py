@@ -16,14 +16,13 @@ import pytest
 import torch
 
 from embprof.labels import make_label, parse_label, sanitize_label
+from embprof.results.records import HOST_TRAFFIC_FIELDS
+from suite.records import RESULT_FIELDS
 
 ROOT = Path(__file__).resolve().parents[1]
-SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+SUITE = "suite/benchmark_batched_dynamicemb_tables.py"
 TEST = "test_dynamicemb_vs_torchrec"
 DESIGN_EXAMPLE = "T10_totalB1048570_D128_adam_caching_pool=none_cap=25M_cfr=1.0"
-sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
-from benchmark.results import RESULT_FIELDS  # noqa: E402
-from embprof.results.records import HOST_TRAFFIC_FIELDS  # noqa: E402
 
 
 def bench(*args: str, env: dict[str, str] | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -58,7 +57,7 @@ def collected(*args: str) -> list[str]:
 
 
 def test_collection_lists_the_seed_configs_with_their_labels() -> None:
-    hbm_cap, cap = 1638 << 10, 25 << 20  # 16M/10 and 256M/10 rows, rounded (benchmark/configs.py)
+    hbm_cap, cap = 1638 << 10, 25 << 20  # 16M/10 and 256M/10 rows, rounded (suite/configs.py)
     expected = []
     for suite, mode, caps, ratios in (
         ("TestGpu", "gpu", hbm_cap, [None]),

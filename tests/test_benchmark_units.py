@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # the suite lives in benchmark/, a package beside src/
-    sys.path.insert(0, str(ROOT))
+from embprof.errors import ContractError
+from embprof.results.timings import RECORD_METRICS, timing_entry
+from embprof.workflow.provenance import collect_provenance
+from suite.configs import PRESETS, per_table_cap, suite_configs
+from suite.datagen import generate_batches, powlaw_ids
+from suite.ncu import parse_iterations
+from suite.records import RESULT_FIELDS, append_record, read_records
+from suite.runner import check_outputs
 
-from benchmark.configs import PRESETS, per_table_cap, suite_configs  # noqa: E402
-from benchmark.datagen import generate_batches, powlaw_ids  # noqa: E402
-from benchmark.ncu import parse_iterations  # noqa: E402
-from benchmark.results import RESULT_FIELDS, append_record, read_records  # noqa: E402
-from benchmark.runner import check_outputs  # noqa: E402
-from embprof.errors import ContractError  # noqa: E402
-from embprof.results.timings import RECORD_METRICS, timing_entry  # noqa: E402
-from embprof.workflow.provenance import collect_provenance  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 CPU = torch.device("cpu")
 
@@ -194,8 +191,8 @@ def test_the_timed_iterations_host_traffic_goes_into_the_record(monkeypatch: pyt
     """Per timed train iteration, counted from the reset after warm-up; a config of GPU rows has none."""
     from dataclasses import replace
 
-    from benchmark import runner
-    from benchmark.configs import RunOptions
+    from suite import runner
+    from suite.configs import RunOptions
     from embprof.results.records import HOST_TRAFFIC_FIELDS
 
     monkeypatch.setattr(runner, "pick_device", lambda: CPU)
@@ -216,9 +213,9 @@ def test_the_timed_iterations_host_traffic_goes_into_the_record(monkeypatch: pyt
 
 @pytest.mark.parametrize("suite", ["TestGpu", "TestCaching", "TestNoCaching", "TestNoHbm"])
 def test_each_suite_builds_its_storage_mode(suite: str) -> None:
-    from benchmark.backends import build_dynamic_tables
     from dynemb import EmbOptimType, StorageMode
     from dynemb.optimizers import state_width
+    from suite.backends import build_dynamic_tables
 
     expected = {"TestGpu": StorageMode.GPU, "TestCaching": StorageMode.CACHING,
                 "TestNoCaching": StorageMode.HYBRID, "TestNoHbm": StorageMode.HOST}[suite]
@@ -248,7 +245,7 @@ class _RecordingModule(torch.nn.Module):
 
 
 def test_warm_up_trains_then_evaluates_every_batch_and_leaves_training_on() -> None:
-    from benchmark.runner import Backend, GradSource, Workload, warm_up
+    from suite.runner import Backend, GradSource, Workload, warm_up
 
     batches = _batches()
     modules = {name: _RecordingModule() for name in ("dyn", "trc", "nv")}

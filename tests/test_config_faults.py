@@ -1,7 +1,7 @@
 """Bad input before and around a run (issue 17): what users type on the command line, what can be
 known before any job, broken results files, settings that travel, the lock a killed run leaves.
 
-The suite's facts are the benchmark's own (benchmark.configs); commands run as the rules run them.
+The suite's facts are the benchmark's own (suite.configs); commands run as the rules run them.
 """
 
 from __future__ import annotations
@@ -15,19 +15,21 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # the suite lives in benchmark/, a package beside src/
-    sys.path.insert(0, str(REPO))
+from embprof.errors import (
+    ConfigError,
+    ContractError,
+    LockHeldError,
+)
+from embprof.results.paths import ResultsPaths
+from embprof.results.records import merge_results
+from embprof.results.steps import StepRecord, read_status
+from embprof.workflow.lock import LOCKS, release_stale_lock, snakemake_pids
+from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems
+from embprof.workflow.settings import PLANS, Settings, record_from_plan
+from embprof.workflow.validation import validate_config
+from suite.configs import extra_args_problem, inputs_problem, preset_labels, select_problem
 
-from benchmark.configs import extra_args_problem, inputs_problem, preset_labels, select_problem  # noqa: E402
-from embprof.errors import ConfigError, ContractError  # noqa: E402
-from embprof.results.layout import ResultsLayout  # noqa: E402
-from embprof.results.records import merge_results  # noqa: E402
-from embprof.results.steps import StepRecord, read_status  # noqa: E402
-from embprof.workflow.lock import LOCKS, LockHeld, release_stale_lock, snakemake_pids  # noqa: E402
-from embprof.workflow.preflight import SuiteFacts, results_problems, run_problems  # noqa: E402
-from embprof.workflow.settings import PLANS, Settings, record_from_plan  # noqa: E402
-from embprof.workflow.validation import validate_config  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 SUITE = SuiteFacts(preset_labels, select_problem, inputs_problem, extra_args_problem)
 GPU = "T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K"
@@ -70,7 +72,7 @@ def test_a_string_that_is_no_such_value_is_still_named_by_the_schema() -> None:
 # ---- what can be known before any job ----
 
 def test_every_problem_known_before_the_run_is_one_line(tmp_path: Path) -> None:
-    results = ResultsLayout(tmp_path / "results")
+    results = ResultsPaths(tmp_path / "results")
     bad = config(select="sgd and", total_cap=1, num_iterations=10**20, compare_to=str(tmp_path / "gone"),
                  overrides={"_gpu_": {"profile_iterations": 10**12}})
     problems = run_problems(bad, SUITE, results, memory=24 * GIB)
@@ -87,7 +89,7 @@ def test_every_problem_known_before_the_run_is_one_line(tmp_path: Path) -> None:
 
 def test_labels_that_name_no_config_and_equals_in_select() -> None:
     problems = run_problems(config(labels=["_sgd_gpu_", "_sgd_gpux_"], select="cap=1K"), SUITE,
-                            ResultsLayout(), memory=None)
+                            ResultsPaths(), memory=None)
     assert problems == [
         "select: 'cap=1K' is not a pytest -k expression: at column 4: expected end of input; got = "
         "(-k cannot hold '='; `labels:` takes label parts with '=')",
@@ -101,7 +103,7 @@ def test_overrides_that_match_nothing_or_cannot_apply_are_refused() -> None:
     problems = run_problems(config(overrides={
         "_sgd_gpux_": {"num_iterations": 3},
         "_gpu_": {"extra_args": ["--num-tables=4", "--repeats", "3", "--alpha=1.2"]},
-    }), SUITE, ResultsLayout(), memory=None)
+    }), SUITE, ResultsPaths(), memory=None)
     assert problems == [
         "overrides: '_sgd_gpux_' is in no config label of the smoke preset (e.g. T2_totalB1024_D16_adam_gpu_pool=none_cap=1K)",
         "overrides._gpu_.extra_args: --repeats is passed by the workflow itself: set repeats instead",
@@ -118,7 +120,7 @@ def test_the_docs_example_overrides_are_a_run_that_can_work(page: str) -> None:
 
     [block] = [b for b in re.findall(r"```yaml\n(.*?)```", (REPO / page).read_text(), re.S) if "overrides:" in b]
     example = yaml.safe_load(block)
-    assert run_problems(config(**{"preset": "smoke", **example}), SUITE, ResultsLayout(), memory=None) == []
+    assert run_problems(config(**{"preset": "smoke", **example}), SUITE, ResultsPaths(), memory=None) == []
 
 
 def test_iterations_are_held_against_the_memory_their_inputs_need() -> None:
@@ -129,7 +131,7 @@ def test_iterations_are_held_against_the_memory_their_inputs_need() -> None:
 
 
 def test_compare_to_must_be_another_readable_results_folder(tmp_path: Path) -> None:
-    results = ResultsLayout(tmp_path / "results")
+    results = ResultsPaths(tmp_path / "results")
     results.root.mkdir()
     empty, broken = tmp_path / "empty", tmp_path / "broken"
     empty.mkdir()
@@ -158,7 +160,7 @@ def test_collect_says_why_pytest_stopped_in_its_one_line(tmp_path: Path, args: l
 
 def test_the_benchmark_refuses_iterations_whose_inputs_cannot_fit() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "benchmark/benchmark_batched_dynamicemb_tables.py", "--collect-only",
+        [sys.executable, "-m", "pytest", "suite/benchmark_batched_dynamicemb_tables.py", "--collect-only",
          "-q", "-p", "no:cacheprovider", "--preset", "smoke", "--num-iterations", str(10**20)],
         cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
     )
@@ -175,19 +177,19 @@ def _status(label: str, **changes: object) -> dict:
 
 
 def test_broken_files_the_input_functions_read_are_named_with_what_to_do(tmp_path: Path) -> None:
-    layout = ResultsLayout(tmp_path)
-    layout.status_dir.mkdir()
-    layout.configs.write_text(f"test_id\tlabel\nt1\t{GPU}\nt2\t{HBM}\n")
-    assert results_problems(layout) == []  # no status yet: the checkpoints make them
-    layout.status(GPU).write_text('{"label": ')
-    layout.status(HBM).write_text(json.dumps(_status(HBM, ok="yes")))
-    problems = results_problems(layout)
-    assert problems[0].startswith(f"{layout.status(GPU)}: not valid JSON")
-    assert problems[1] == (f"{layout.status(HBM)}: status: ok must be true or false, got 'yes': delete it and run "
+    paths = ResultsPaths(tmp_path)
+    paths.status_dir.mkdir()
+    paths.configs.write_text(f"test_id\tlabel\nt1\t{GPU}\nt2\t{HBM}\n")
+    assert results_problems(paths) == []  # no status yet: the checkpoints make them
+    paths.status(GPU).write_text('{"label": ')
+    paths.status(HBM).write_text(json.dumps(_status(HBM, ok="yes")))
+    problems = results_problems(paths)
+    assert problems[0].startswith(f"{paths.status(GPU)}: not valid JSON")
+    assert problems[1] == (f"{paths.status(HBM)}: status: ok must be true or false, got 'yes': delete it and run "
                            f"with --forcerun status (statuses are merged again from {tmp_path / 'steps'}/)")
-    layout.configs.write_text("label\n")
-    assert results_problems(layout) == [
-        f"{layout.configs}: header must be 'test_id<TAB>label', got ['label']: delete it and run with "
+    paths.configs.write_text("label\n")
+    assert results_problems(paths) == [
+        f"{paths.configs}: header must be 'test_id<TAB>label', got ['label']: delete it and run with "
         "--forcerun collect (the configs are listed again)"
     ]
 
@@ -308,7 +310,7 @@ def test_a_stale_lock_is_removed_and_a_held_one_kept(tmp_path: Path) -> None:
     for name in ("0.input.lock", "0.output.lock"):
         (tmp_path / LOCKS / name).write_text("results/x\n")
     _proc(proc, 21, ["snakemake", "--cores", "1"], tmp_path)
-    with pytest.raises(LockHeld, match=r"snakemake \(pid 21\) runs here and holds the lock"):
+    with pytest.raises(LockHeldError, match=r"snakemake \(pid 21\) runs here and holds the lock"):
         release_stale_lock(tmp_path, proc)
     assert len(list((tmp_path / LOCKS).iterdir())) == 2
     (proc / "21" / "cwd").unlink()

@@ -17,8 +17,8 @@ from embprof.cli import main
 from embprof.compare import compare_runs
 from embprof.labels import parse_label
 from embprof.results.database import SCHEMA_VERSION, read_run
-from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
+from embprof.results.paths import ResultsPaths
 from embprof.results.records import read_results
 from embprof.results.run import Run
 from embprof.results.samples import read_samples
@@ -72,13 +72,13 @@ def test_a_folder_gives_every_table_with_keys_and_indexes(results, capsys) -> No
         if label == FAILED:
             assert stored == []
             continue
-        frame = read_opcalls(ResultsLayout(results).opcalls(label))
+        frame = read_opcalls(ResultsPaths(results).opcalls(label))
         assert stored == list(frame[["backend", "phase", "parent_stages", "op", "avg_ms_per_iter"]]
                               .itertuples(index=False, name=None))
         # and every sample, one row per per-op row and iteration
         samples = query(db, "SELECT backend, phase, parent_stages, op, iteration, ms FROM op_samples "
                             "WHERE label = ? ORDER BY rowid", (label,))
-        assert samples == list(read_samples(ResultsLayout(results).samples(label)).itertuples(index=False, name=None))
+        assert samples == list(read_samples(ResultsPaths(results).samples(label)).itertuples(index=False, name=None))
     records = {r["label"]: r for r in read_results(results / "benchmark_results.json")}
     timings = query(db, "SELECT label, metric, n, median FROM timings")
     assert timings and all(records[lab]["timings"][m]["median"] == med and n == 5 for lab, m, n, med in timings)
@@ -103,7 +103,7 @@ def test_a_rewrite_replaces_only_the_configs_whose_files_changed(results, capsys
     with sqlite3.connect(db) as con:  # a stamp the next write must leave on every unchanged config
         con.execute("UPDATE configs SET written_at = 'before'")
     changed = LABELS[1]
-    csv = ResultsLayout(results).opcalls(changed)
+    csv = ResultsPaths(results).opcalls(changed)
     frame = read_opcalls(csv)
     frame.loc[frame["op"] == "storage_find", "avg_ms_per_iter"] *= 3
     frame.to_csv(csv, index=False)
@@ -135,7 +135,7 @@ def test_a_config_that_fails_now_keeps_no_number_of_its_earlier_run(tmp_path, ca
         "ok": False, "failed_step": "profile", "returncode": 1, "log_tail": "RuntimeError: out of memory"}))
     path = results / "benchmark_results.json"
     path.write_text(json.dumps([r for r in json.loads(path.read_text()) if r["label"] != now_failing]))
-    assert ResultsLayout(results).opcalls(now_failing).is_file()
+    assert ResultsPaths(results).opcalls(now_failing).is_file()
 
     db_write(capsys, results)
     assert query(db, "SELECT status, failed_step, returncode, log_tail FROM configs WHERE label = ?", (now_failing,)) == [
@@ -167,7 +167,7 @@ def test_bad_input_is_one_line_and_leaves_the_database_as_it_was(results, capsys
     db = results / "embprof.sqlite"
     db_write(capsys, results)
     before = db.read_bytes()
-    csv = ResultsLayout(results).opcalls(LABELS[0])
+    csv = ResultsPaths(results).opcalls(LABELS[0])
     good = csv.read_text()
     csv.write_text(good + good.splitlines()[1] + "\n")  # a row repeated
     err = one_line_error(capsys, ["db", "write", "--results-dir", str(results)])
@@ -253,7 +253,7 @@ def test_a_run_reads_the_same_from_its_folder_and_from_its_database(two_runs, tm
     db = tmp_path / "history.sqlite"
     assert main(["db", "merge", str(old), "--into", str(db), "--run-id", "week1"]) == 0
     folder, stored = Run.from_folder(old), read_run(db, "week1")
-    assert stored.name == "week1" and stored.layout is None
+    assert stored.name == "week1" and stored.paths is None
     assert stored.records == folder.records and stored.environment == folder.environment
     assert (stored.labels, stored.shown, stored.configs) == (folder.labels, folder.shown, folder.configs)
     assert list(stored.opcalls) == list(folder.opcalls) == list(stored.samples)
@@ -295,12 +295,12 @@ def test_a_database_of_schema_1_reads_and_upgrades_when_written(tmp_path, capsys
 def test_nvidias_times_are_columns_beside_ours_and_tbes(results, capsys) -> None:
     """Issue 31: a record that timed NVIDIA's dynamicemb gives its medians, its timings rows and, in the
     summary, ours against it; a record without nv has nulls there."""
-    layout = ResultsLayout(results)
+    paths = ResultsPaths(results)
     label = LABELS[0]
-    records = read_results(layout.benchmark_results)
+    records = read_results(paths.benchmark_results)
     record = next(r for r in records if r["label"] == label) | {"nv_train_ms": 4.0, "nv_eval_ms": 1.0}
     merged = [record if r["label"] == label else r for r in records]
-    layout.benchmark_results.write_text(json.dumps(merged))
+    paths.benchmark_results.write_text(json.dumps(merged))
     db_write(capsys, results, "--run-id", "nv")
     db = results / "embprof.sqlite"
     assert query(db, "SELECT nv_train_ms, nv_eval_ms FROM records WHERE label = ?", (label,)) == [(4.0, 1.0)]

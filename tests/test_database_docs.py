@@ -18,8 +18,8 @@ from report_inputs import LABELS, iteration_ns, write_results
 
 from embprof.cli import main
 from embprof.labels import parse_label
-from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
+from embprof.results.paths import ResultsPaths
 from embprof.results.samples import write_samples
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,13 +37,13 @@ def section(title: str) -> str:
 
 def slow_down(results: Path, label: str, op: str, factor: float) -> None:
     """The op's ms in the config's per-op CSV times ``factor`` (mean, total and every iteration)."""
-    path = ResultsLayout(results).opcalls(label)
+    path = ResultsPaths(results).opcalls(label)
     frame = read_opcalls(path)
     rows = frame["op"] == op
     assert rows.any(), (label, op)
     frame.loc[rows, ["avg_ms_per_iter", "total_ms"]] *= factor
     frame.to_csv(path, index=False)
-    write_samples(frame, iteration_ns(frame), ResultsLayout(results).samples(label))  # every iteration too
+    write_samples(frame, iteration_ns(frame), ResultsPaths(results).samples(label))  # every iteration too
 
 
 @pytest.fixture(scope="module")

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOL = ROOT / "tools" / "docs_figures.py"
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("docs_figures", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tools/docs_figures.py")
 
 
 def test_every_generated_figure_agrees_with_its_files() -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.embedding_collection.config import parse_config
-from benchmark.embedding_collection.family import FamilyError, load_family
+from suite.embedding_collection.config import parse_config
+from suite.embedding_collection.family import FamilyError, load_family
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,14 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from benchmark.embedding_collection.backends import torchrec_skip_reason
-from benchmark.embedding_collection.compare import main as compare_main
-from benchmark.embedding_collection.config import ConfigError, check_world, parse_config
-from benchmark.embedding_collection.records import EC_RESULT_FIELDS
-from benchmark.embedding_collection.run import main
+from suite.embedding_collection.backends import torchrec_skip_reason
+from suite.embedding_collection.compare import main as compare_main
+from suite.embedding_collection.config import check_world, parse_config
+from suite.embedding_collection.records import EC_RESULT_FIELDS
+from suite.embedding_collection.run import main
+from suite.errors import ECConfigError
 
 REPO = Path(__file__).resolve().parents[1]
-LAUNCHER = REPO / "benchmark" / "benchmark_embedding_collection.sh"
+LAUNCHER = REPO / "suite" / "benchmark_embedding_collection.sh"
 TINY = [
     "--num-embeddings-per-feature", "300,20,1000",
     "--multi-hot-sizes", "4,1,2",
@@ -158,11 +159,11 @@ def test_torchrec_skip_reasons_are_probed_on_the_cpu() -> None:
 def test_entry_point_refuses_bad_runs_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(ConfigError, match="not divisible"):
+    with pytest.raises(ECConfigError, match="not divisible"):
         check_world(parse_config(["--batch-size", "15"]), 2)
-    with pytest.raises(ConfigError, match="--multi-hot-sizes has 2 values for 3 features"):
+    with pytest.raises(ECConfigError, match="--multi-hot-sizes has 2 values for 3 features"):
         parse_config(["--num-embeddings-per-feature", "1,2,3", "--multi-hot-sizes", "1,2"])
-    with pytest.raises(ConfigError, match="needs --trace-dir"):
+    with pytest.raises(ECConfigError, match="needs --trace-dir"):
         parse_config(["--profile", "torch"])
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(var, raising=False)

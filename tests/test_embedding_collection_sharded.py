@@ -1,6 +1,6 @@
 """The row-wise sharded dynamic collection on 2 gloo processes equals one unsharded table set.
 
-The check itself (``benchmark.embedding_collection.check``, also runnable under
+The check itself (``suite.embedding_collection.check``, also runnable under
 torchrun on GPUs) compares every rank's sharded output with the rows a
 single-process ``BatchedDynamicEmbeddingTables`` gives for the whole global
 batch, through 4 ADAM steps, dedup on and off, fused and multi-table. Here it
@@ -17,9 +17,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from benchmark.embedding_collection.check import check_all
 from dynemb import DynamicEmbTableOptions
 from dynemb.distributed import ShardedDynamicEmbeddingCollection
+from suite.embedding_collection.check import check_all
 
 WORLD = 2
 

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import torch
 
-from benchmark.embedding_collection.config import parse_config
-from benchmark.embedding_collection.family import load_family
-from benchmark.embedding_collection.records import append_record
-from benchmark.embedding_collection.run import Rank, base_record
+from suite.embedding_collection.config import parse_config
+from suite.embedding_collection.family import load_family
+from suite.embedding_collection.records import append_record
+from suite.embedding_collection.run import Rank, base_record
 
 REPO = Path(__file__).resolve().parents[1]
-PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "benchmark", "src")
+PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "suite", "src")
 MERGE = [sys.executable, "-m", "embprof", "ec-results"]
 
 

@@ -19,11 +19,11 @@ import pytest
 import yaml
 from imports import REPO, distributions_of, normalize, third_party_imports
 
-# The subcommands that run the benchmark suite in a child process (pytest on benchmark/).
-SUITE_FILES = (REPO / "benchmark" / "benchmark_batched_dynamicemb_tables.py", REPO / "benchmark" / "conftest.py")
+# The subcommands that run the benchmark suite in a child process (pytest on suite/).
+SUITE_FILES = (REPO / "suite" / "benchmark_batched_dynamicemb_tables.py", REPO / "suite" / "conftest.py")
 RUN_THE_SUITE = {"collect", "profile", "timing"}
 EC_LAUNCHER = "benchmark_embedding_collection.sh"
-EC_ENTRY = REPO / "benchmark" / "embedding_collection" / "__main__.py"
+EC_ENTRY = REPO / "suite" / "embedding_collection" / "__main__.py"
 _RULES = """
 import json
 from pathlib import Path

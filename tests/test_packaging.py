@@ -7,6 +7,7 @@ side must work without torch, then the `bench` and `dev` extras.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import subprocess
@@ -51,8 +52,8 @@ def test_core_dependencies_cover_every_import_of_the_package_but_torch() -> None
 def test_extras_cover_the_benchmark_suite() -> None:
     extras = PYPROJECT["project"]["optional-dependencies"]
     suite = third_party_imports(
-        REPO / "benchmark" / "benchmark_batched_dynamicemb_tables.py", REPO / "benchmark" / "conftest.py",
-        REPO / "benchmark" / "embedding_collection" / "__main__.py",
+        REPO / "suite" / "benchmark_batched_dynamicemb_tables.py", REPO / "suite" / "conftest.py",
+        REPO / "suite" / "embedding_collection" / "__main__.py",
     )
     core = names(PYPROJECT["project"]["dependencies"])
     assert covered(suite, core | names(extras["gpu"])) == set()
@@ -149,3 +150,13 @@ def test_fresh_venv_installs_the_package_and_runs_it_from_elsewhere(tmp_path: Pa
     versions = subprocess.run([python, "-c", "import torch, pytest, hypothesis; print(torch.__version__)"],
                               capture_output=True, text=True, check=True).stdout
     assert versions.strip().endswith("+cpu")
+
+
+def test_figures_import_no_page() -> None:
+    """embprof.pages puts figures on pages and imports embprof.plots, never the other way (issue 33:
+    the figure steps' writer lay in plots/ and the two packages imported each other)."""
+    for path in sorted((REPO / "src" / "embprof" / "plots").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in names if m.startswith("embprof.pages")], path.name

@@ -12,8 +12,9 @@ import plotly.graph_objects as go
 import pytest
 from report_inputs import opcalls_frame
 
+from embprof.errors import ExportError
 from embprof.plots import export
-from embprof.plots.export import ExportError, PngJob, export_pngs, find_browser
+from embprof.plots.export import PngJob, export_pngs, find_browser
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,13 +9,12 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from scripts import load_script
 
 from tests.test_workflow_e2e import TINY, copy_workflow, snakemake
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tools"))
-
-import publish_example  # noqa: E402
+publish_example = load_script("tools/publish_example.py")
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 

@@ -20,7 +20,7 @@ from embprof.plots.latency import latency_figure
 from embprof.plots.sunburst import assign_letter_codes, sunburst_figure
 from embprof.report.build import ReportInputs, build_report
 from embprof.results.busy import read_busy
-from embprof.results.layout import ResultsLayout
+from embprof.results.paths import ResultsPaths
 from embprof.results.records import read_results
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -72,7 +72,7 @@ def test_the_h200_examples_report_holds_its_layout_at_1400_px(tmp_path):
     """The H200 example's committed files as they are (no status/): every figure drawn offline, the
     step budget's figures on the page as the record and the sidecar hold them, no table too wide."""
     find_browser()
-    index = build_report(ReportInputs(ResultsLayout(H200), tmp_path / "report"))
+    index = build_report(ReportInputs(ResultsPaths(H200), tmp_path / "report"))
     html = index.read_text()
     cfr1 = "T10_totalB1048570_D128_adam_caching_pool=none_cap=1638K_cfr=1.0"
     budget = html[html.index('<section id="budget">'):]
@@ -142,26 +142,26 @@ def test_figure_step_pages_load_one_shared_plotly_js_and_draw_offline(tmp_path):
     folder copied elsewhere still draws, and the bandwidth chart is drawn by its own step."""
     from embprof.bandwidth.peak import measure_peak
     from embprof.cli import main
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.paths import ResultsPaths
     from embprof.results.peak import write_peak
 
     find_browser()
     root = write_results(tmp_path / "run" / "results")
-    layout = ResultsLayout(root)
+    paths = ResultsPaths(root)
     label = LABELS[0]
     (root / "timing" / f"{label}.json").write_text(json.dumps([record(label)]))
-    write_peak(measure_peak("cpu", nbytes=16 << 20, repeats=2), layout.peak)
-    js = str(layout.plotly_js)
+    write_peak(measure_peak("cpu", nbytes=16 << 20, repeats=2), paths.peak)
+    js = str(paths.plotly_js)
     steps = [
         ["plotly-js", "--out", js],
-        ["sunburst", "--opcalls", str(layout.opcalls(label)), "--png", str(layout.sunburst_png(label)),
-         "--html", str(layout.sunburst_html(label)), "--plotly-js", js],
-        ["latency-plot", "--results", str(layout.benchmark_results), "--png", str(layout.latency_png),
-         "--html", str(layout.latency_html), "--plotly-js", js],
-        ["bandwidth", str(layout.opcalls(label)), "--record", str(layout.timing(label)), "--peak", str(layout.peak),
-         "--out", str(layout.bandwidth(label))],
-        ["bandwidth-plot", "--results-dir", str(root), "--png", str(layout.bandwidth_png),
-         "--html", str(layout.bandwidth_html), "--plotly-js", js],
+        ["sunburst", "--opcalls", str(paths.opcalls(label)), "--png", str(paths.sunburst_png(label)),
+         "--html", str(paths.sunburst_html(label)), "--plotly-js", js],
+        ["latency-plot", "--results", str(paths.benchmark_results), "--png", str(paths.latency_png),
+         "--html", str(paths.latency_html), "--plotly-js", js],
+        ["bandwidth", str(paths.opcalls(label)), "--record", str(paths.timing(label)), "--peak", str(paths.peak),
+         "--out", str(paths.bandwidth(label))],
+        ["bandwidth-plot", "--results-dir", str(root), "--png", str(paths.bandwidth_png),
+         "--html", str(paths.bandwidth_html), "--plotly-js", js],
     ]
     for argv in steps:
         assert main(argv) == 0, argv

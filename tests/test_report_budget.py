@@ -17,11 +17,11 @@ from embprof.report.links import config_links
 from embprof.report.names import distinct_names
 from embprof.report.phases import paired_groups, phase_figure, phase_times, work_groups
 from embprof.results.busy import read_busy
-from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
+from embprof.results.paths import ResultsPaths
 from embprof.results.records import read_results
 
-H200 = ResultsLayout(Path(__file__).resolve().parents[1] / "examples" / "h200")
+H200 = ResultsPaths(Path(__file__).resolve().parents[1] / "examples" / "h200")
 CFR1 = "T10_totalB1048570_D128_adam_caching_pool=none_cap=1638K_cfr=1.0"
 CFR08 = "T10_totalB1048570_D128_adam_caching_pool=none_cap=1638K_cfr=0.8"
 
@@ -56,16 +56,16 @@ def test_the_h200_budget_puts_its_finding_in_numbers() -> None:
 
 def test_an_idle_split_gives_host_time_and_an_old_range_gives_no_profiled_step(tmp_path: Path) -> None:
     root = write_results(tmp_path / "results", failed=None)
-    layout = ResultsLayout(root)
-    path = layout.busy(LABELS[0])
+    paths = ResultsPaths(root)
+    path = paths.busy(LABELS[0])
     data = json.loads(path.read_text())
     busy_dyn, range_dyn = data["busy_ms_per_iter"]["dyn"], data["range_ms_per_iter"]["dyn"]
     data["idle_ms_per_iter"] = {"dyn": 0.25 * (range_dyn - busy_dyn), "trc": 0.0}
     path.write_text(json.dumps(data))
-    old = layout.busy(LABELS[1])
+    old = paths.busy(LABELS[1])
     old.write_text(json.dumps({k: v for k, v in json.loads(old.read_text()).items() if k != "range_rule"}))
-    records = {r["label"]: r for r in read_results(layout.benchmark_results)}
-    table = step_budget(LABELS[:2], records, {lab: read_busy(layout.busy(lab)) for lab in LABELS[:2]}, {})
+    records = {r["label"]: r for r in read_results(paths.benchmark_results)}
+    table = step_budget(LABELS[:2], records, {lab: read_busy(paths.busy(lab)) for lab in LABELS[:2]}, {})
     split = table[(table["label"] == LABELS[0]) & (table["backend"] == "dyn")].iloc[0]
     assert split["host_ms"] == pytest.approx(0.75 * (range_dyn - busy_dyn))
     assert split["busy_ms"] + split["idle_ms"] + split["host_ms"] == pytest.approx(split["profiled_ms"])
@@ -131,14 +131,14 @@ def test_names_set_configs_apart_and_long_names_are_cut_in_the_middle() -> None:
 
 def test_links_name_only_the_files_a_config_has(tmp_path: Path) -> None:
     root = write_results(tmp_path / "results")
-    layout = ResultsLayout(root)
+    paths = ResultsPaths(root)
     (root / "logs" / "profile").mkdir(parents=True)
-    layout.log("profile", LABELS[0]).write_text("ok\n")
-    links = {link.text: link.href for link in config_links(layout, LABELS[0], root / "report")}
+    paths.log("profile", LABELS[0]).write_text("ok\n")
+    links = {link.text: link.href for link in config_links(paths, LABELS[0], root / "report")}
     assert links["per-op CSV"] == f"../opcalls/opcalls__{LABELS[0]}.csv".replace("=", "%3D")
     assert links["profile log"] == f"../logs/profile/{LABELS[0]}.log".replace("=", "%3D")
     assert "trace (nsys)" not in links and "bandwidth CSV" not in links  # not in this folder
-    stale = {link.text for link in config_links(layout, LABELS[0], root / "report", with_per_op=False)}
+    stale = {link.text for link in config_links(paths, LABELS[0], root / "report", with_per_op=False)}
     assert "per-op CSV" not in stale and "profile log" in stale
 
 
@@ -150,7 +150,7 @@ def test_top_kernels_from_the_sidecar_are_shown_and_bad_ones_refused(tmp_path: P
     from embprof.report.build import build_report
 
     root = write_results(tmp_path / "results")
-    path = ResultsLayout(root).busy(LABELS[0])
+    path = ResultsPaths(root).busy(LABELS[0])
     data = json.loads(path.read_text())
     kernel = "split_embedding_nobag_backward_codegen_adam_unweighted_kernel_warp_per_row_1"
     rows = [{"kernel": kernel, "ms_per_iter": 0.35, "calls_per_iter": 1.0, "mean_us": 350.0}]

@@ -120,7 +120,7 @@ def test_each_profiled_config_has_its_sunburst_and_legend_tables(report):
     assert breakdowns.count('<table class="legend">') == per_backend
     assert sum(f.startswith("sunburst-trc-") for f in figures) == len(LABELS) - 2
     assert "CPU busy (leaf operators)" in breakdowns
-    assert f"pytest id: <code>benchmark/test_bench.py::test_step[{LABELS[0]}]</code>" in breakdowns
+    assert f"pytest id: <code>suite/test_bench.py::test_step[{LABELS[0]}]</code>" in breakdowns
     assert 'class="code">A</td>' in breakdowns
 
 

@@ -84,22 +84,22 @@ def test_results_configs_and_statuses_are_checked(tmp_path):
 
 
 def test_layout_names_every_file_and_keeps_the_wildcard() -> None:
-    from embprof.results.layout import LABEL, ResultsLayout, label_from_file
+    from embprof.results.paths import LABEL, ResultsPaths, label_from_file
 
-    layout = ResultsLayout("res")
+    paths = ResultsPaths("res")
     label = LABELS[1]
-    assert layout.opcalls(label) == layout.root / "opcalls" / f"opcalls__{label}.csv"
-    assert layout.busy(label).name == f"opcalls__{label}.busy.json"
-    assert layout.samples(label).name == f"opcalls__{label}.samples.csv"
-    assert layout.trace(label, "nsys").name == f"{label}.nsys-rep"
-    assert layout.trace(label, "torch").name == f"{label}.kineto.json.gz"
-    assert str(layout.opcalls(LABEL)) == "res/opcalls/opcalls__{label}.csv"
-    assert str(layout.log("profile", LABEL)) == "res/logs/profile/{label}.log"
-    assert str(layout.log("report")) == "res/logs/report.log"
+    assert paths.opcalls(label) == paths.root / "opcalls" / f"opcalls__{label}.csv"
+    assert paths.busy(label).name == f"opcalls__{label}.busy.json"
+    assert paths.samples(label).name == f"opcalls__{label}.samples.csv"
+    assert paths.trace(label, "nsys").name == f"{label}.nsys-rep"
+    assert paths.trace(label, "torch").name == f"{label}.kineto.json.gz"
+    assert str(paths.opcalls(LABEL)) == "res/opcalls/opcalls__{label}.csv"
+    assert str(paths.log("profile", LABEL)) == "res/logs/profile/{label}.log"
+    assert str(paths.log("report")) == "res/logs/report.log"
     # A label outside the wildcard's characters is sanitized the way the breakdown names its files.
-    assert layout.status("T1_totalB2_D3_x y").name == "T1_totalB2_D3_x_y.json"
-    for path in (layout.opcalls(label), layout.busy(label), layout.samples(label), layout.bandwidth(label),
-                 layout.sunburst_png(label), layout.timing(label), layout.trace(label, "torch")):
+    assert paths.status("T1_totalB2_D3_x y").name == "T1_totalB2_D3_x_y.json"
+    for path in (paths.opcalls(label), paths.busy(label), paths.samples(label), paths.bandwidth(label),
+                 paths.sunburst_png(label), paths.timing(label), paths.trace(label, "torch")):
         assert label_from_file(path) == label
     with pytest.raises(ContractError, match="cannot tell the config label"):
         label_from_file("breakdown.csv")

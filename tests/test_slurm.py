@@ -229,7 +229,7 @@ def test_starting_a_running_cluster_changes_nothing(slurm_cluster):
 
 TINY_CONFIG = ".test/config_tiny/config.yaml"
 WORKFLOW_PATHS = (
-    "Snakefile", "rules", "report", "config", "envs", "src", "benchmark", "profiles", ".test",
+    "Snakefile", "rules", "report", "config", "envs", "src", "suite", "profiles", ".test",
 )
 # The tiny config's second config gets an argument its benchmark rejects: its
 # profile and timing jobs run through SLURM, and the report lists it failed.

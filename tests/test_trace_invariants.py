@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embprof.trace.errors import TraceError
+from embprof.errors import TraceError
 from embprof.trace.invariants import checked
 from embprof.trace.model import WorkRows
 

@@ -100,11 +100,11 @@ def test_the_cache_is_only_a_shortcut(package: Path, tmp_path: Path) -> None:
 
 
 def test_the_measured_code_digest_is_of_its_folders_only(tmp_path: Path) -> None:
-    for folder in ("benchmark", "src/dynemb", "results"):
+    for folder in ("suite", "src/dynemb", "results"):
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "a.py").write_text(folder)
-    digest = tree_digest(tmp_path, ["benchmark", "src/dynemb"], tmp_path / "c.json")
+    digest = tree_digest(tmp_path, ["suite", "src/dynemb"], tmp_path / "c.json")
     (tmp_path / "results" / "a.py").write_text("changed")
-    assert tree_digest(tmp_path, ["benchmark", "src/dynemb"], tmp_path / "c.json") == digest
+    assert tree_digest(tmp_path, ["suite", "src/dynemb"], tmp_path / "c.json") == digest
     (tmp_path / "src/dynemb" / "a.py").write_text("changed")
-    assert tree_digest(tmp_path, ["benchmark", "src/dynemb"], tmp_path / "c.json") != digest
+    assert tree_digest(tmp_path, ["suite", "src/dynemb"], tmp_path / "c.json") != digest

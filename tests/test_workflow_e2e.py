@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-WORKFLOW_PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "benchmark", "src", ".test")
+WORKFLOW_PARTS = ("Snakefile", "rules", "report", "config", "envs", "profiles", "suite", "src", ".test")
 TINY = REPO / ".test" / "config_tiny" / "config.yaml"
 CRASH_LABEL = "T2_totalB1024_D16_sgd_no_caching_pool=none_cap=4K"
 GOOD_LABELS = ("T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K", "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K")
@@ -216,20 +216,20 @@ def test_the_report_summary_table_and_the_database_agree(tiny_run: tuple[Path, P
     builds it gives them from the run's files, equals the database's ``summary`` view."""
     from embprof.report.tables import headline
     from embprof.results.configs import read_configs
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.paths import ResultsPaths
     from embprof.results.records import read_results
     from embprof.results.steps import read_statuses
 
     workdir, _ = tiny_run
-    layout = ResultsLayout(workdir / "results")
-    records = {r["label"]: r for r in read_results(layout.benchmark_results)}
-    labels = sorted({c.label for c in read_configs(layout.configs)} | set(records))
+    paths = ResultsPaths(workdir / "results")
+    records = {r["label"]: r for r in read_results(paths.benchmark_results)}
+    labels = sorted({c.label for c in read_configs(paths.configs)} | set(records))
     failed = {
-        label: s["failed_step"] for label, s in read_statuses(layout.status_dir).items()
+        label: s["failed_step"] for label, s in read_statuses(paths.status_dir).items()
         if not s["ok"] and label in labels
     }
     report = headline(labels, records, failed)
-    with sqlite3.connect(layout.database) as con:
+    with sqlite3.connect(paths.database) as con:
         [(run_id,)] = con.execute("SELECT value FROM meta WHERE key = 'own_run'").fetchall()
         view = pd.read_sql_query("SELECT * FROM summary WHERE run_id = ? ORDER BY label", con, params=[run_id])
         opcalls = dict(con.execute("SELECT label, count(*) FROM opcalls GROUP BY label").fetchall())

@@ -61,12 +61,12 @@ def test_the_suites_facts_load_from_its_file_without_sys_path(tmp_path: Path) ->
     facts = suite_facts(REPO)
     assert sys.path == before
     module = suite_module(REPO, SUITE_FACTS)
-    assert module.__file__ == str(REPO / SUITE_FACTS) and not module.__name__.startswith("benchmark")
+    assert module.__file__ == str(REPO / SUITE_FACTS) and not module.__name__.startswith("suite")
     assert facts.labels("smoke") == module.preset_labels("smoke") and len(facts.labels("smoke")) == 10
     assert suite_module(REPO, SUITE_FACTS) is module  # once per process
     # Another checkout's copy is its own module, never this one's.
     copy = tmp_path / "checkout"
-    (copy / "benchmark").mkdir(parents=True)
+    (copy / "suite").mkdir(parents=True)
     (copy / SUITE_FACTS).write_text((REPO / SUITE_FACTS).read_text().replace('"smoke": Preset(', '"tiny": Preset('))
     assert "tiny" in suite_module(copy, SUITE_FACTS).PRESETS and "tiny" not in module.PRESETS
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from test_workflow_e2e import assert_nothing_to_do, copy_workflow, snakemake
 
-from embprof.results.layout import ResultsLayout
 from embprof.results.opcalls import read_opcalls
+from embprof.results.paths import ResultsPaths
 from embprof.results.records import read_results
 from embprof.workflow.preflight import other_suite_problems
 from embprof.workflow.suite import make_suite, suite_problems
@@ -83,15 +83,15 @@ def test_the_stand_in_and_a_readme_are_told_apart() -> None:
 def test_keys_only_this_projects_suite_takes_are_refused_for_another(tmp_path: Path) -> None:
     suite = make_suite(REPO, STAND_IN / "benchmark_seed_contract.py")
     bad = config(total_cap=1024, repeats=3, profiler="torch", overrides={"_gpu_": {"repeats": 2}})
-    problems = other_suite_problems(bad, suite, ResultsLayout(tmp_path / "results"))
+    problems = other_suite_problems(bad, suite, ResultsPaths(tmp_path / "results"))
     assert [p.split(":")[0] for p in problems] == ["total_cap", "repeats, overrides._gpu_.repeats", "profiler"]
-    assert other_suite_problems(config(profiler="nsys"), suite, ResultsLayout(tmp_path / "results")) == []
+    assert other_suite_problems(config(profiler="nsys"), suite, ResultsPaths(tmp_path / "results")) == []
 
 
 def test_a_missing_suite_is_no_problem_where_its_configs_are_listed_already(tmp_path: Path) -> None:
     """The host that draws a results folder copied from the GPU host has no copy of the suite."""
     gone = make_suite(REPO, tmp_path / "elsewhere" / "suite.py", check=False)
-    results = ResultsLayout(tmp_path / "results")
+    results = ResultsPaths(tmp_path / "results")
     assert "no such file" in other_suite_problems(config(), gone, results)[0]
     results.configs.parent.mkdir(parents=True)
     results.configs.write_text("test_id\tlabel\n")
@@ -138,7 +138,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 @pytest.mark.e2e
 def test_another_suite_is_measured_from_its_own_folder_through_its_launcher(run: Path) -> None:
-    results = ResultsLayout(run / "results")
+    results = ResultsPaths(run / "results")
     configs = results.configs.read_text().splitlines()[1:]
     assert [c.split("\t")[0] for c in configs] == [
         f"benchmark_seed_contract.py::TestGpu::test_gpu[{label}]" for label in (TRACED, CRASHING)]

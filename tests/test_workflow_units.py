@@ -30,7 +30,7 @@ from embprof.workflow.validation import validate_config
 REPO = Path(__file__).resolve().parents[1]
 GPU = "T2_totalB1024_D16_sgd_gpu_pool=none_cap=1K"
 HBM = "T2_totalB1024_D16_sgd_no_hbm_pool=none_cap=4K"
-SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+SUITE = "suite/benchmark_batched_dynamicemb_tables.py"
 
 
 def test_parse_collected_keeps_node_ids_and_labels() -> None:
@@ -284,34 +284,34 @@ def test_collect_passes_size_options_that_shape_labels(tmp_path: Path) -> None:
 
 def test_status_merges_every_config_and_drops_stale_ones(tmp_path: Path) -> None:
     from embprof.results.configs import BenchConfig, write_configs
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.paths import ResultsPaths
     from embprof.results.steps import read_statuses
 
-    layout = ResultsLayout(tmp_path / "results")
-    write_configs(layout.configs, [BenchConfig("t", GPU)])
+    paths = ResultsPaths(tmp_path / "results")
+    write_configs(paths.configs, [BenchConfig("t", GPU)])
     for step, ok in (("profile", True), ("timing", False)):
-        _record(step, ok, 0 if ok else 3).write(layout.step(step, GPU))
-    layout.status_dir.mkdir(parents=True)
-    (layout.status(HBM)).write_text("{}")  # a config no longer selected
-    done = _run_script("status", "--results-dir", str(layout.root))
+        _record(step, ok, 0 if ok else 3).write(paths.step(step, GPU))
+    paths.status_dir.mkdir(parents=True)
+    (paths.status(HBM)).write_text("{}")  # a config no longer selected
+    done = _run_script("status", "--results-dir", str(paths.root))
     assert done.returncode == 0, done.stderr
-    statuses = read_statuses(layout.status_dir)
+    statuses = read_statuses(paths.status_dir)
     assert list(statuses) == [GPU]
     assert (statuses[GPU]["ok"], statuses[GPU]["failed_step"], statuses[GPU]["returncode"]) == (False, "timing", 3)
 
 
 def test_status_refuses_records_of_another_config(tmp_path: Path) -> None:
     from embprof.results.configs import BenchConfig, write_configs
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.paths import ResultsPaths
 
-    layout = ResultsLayout(tmp_path / "results")
-    write_configs(layout.configs, [BenchConfig("t", HBM)])
+    paths = ResultsPaths(tmp_path / "results")
+    write_configs(paths.configs, [BenchConfig("t", HBM)])
     for step in ("profile", "timing"):
-        _record(step, True).write(layout.step(step, HBM))  # records of GPU filed under HBM
-    done = _run_script("status", "--results-dir", str(layout.root))
+        _record(step, True).write(paths.step(step, HBM))  # records of GPU filed under HBM
+    done = _run_script("status", "--results-dir", str(paths.root))
     assert done.returncode == 1 and "records of other configs" in done.stderr
     assert done.stderr.count("\n") == 1
-    assert not layout.status(HBM).exists()
+    assert not paths.status(HBM).exists()
 
 
 def test_export_fails_in_one_line_without_a_report_or_an_nsys(tmp_path: Path) -> None:

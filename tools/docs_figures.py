@@ -24,7 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+# The checkout's root: the suite (suite/, not installed; the EmbeddingCollection comparison table)
+# imports from it. embprof is the installed package (pip install -e .).
+sys.path.insert(0, str(ROOT))
 
 from embprof.labels import parse_label  # noqa: E402
 from embprof.results.busy import read_busy  # noqa: E402
@@ -279,8 +281,8 @@ def example_run(dir: str) -> str:  # noqa: A002 - the marker's word
 
 def ec_results(file: str) -> str:
     """The EmbeddingCollection benchmark's records: TorchRec against dynamic tables per dedup setting
-    (the benchmark's own comparison table, ``benchmark.embedding_collection.compare``)."""
-    from benchmark.embedding_collection.compare import table
+    (the benchmark's own comparison table, ``suite.embedding_collection.compare``)."""
+    from suite.embedding_collection.compare import table
 
     try:
         records = [r for r in read_records(ROOT / file) if r.get("benchmark") == "embedding_collection"]

@@ -34,11 +34,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
+from embprof.results.environment import read_environment
+from embprof.results.provenance import read_provenance
 
-from embprof.results.environment import read_environment  # noqa: E402
-from embprof.results.provenance import read_provenance  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # What a published example holds from the run (the rest of results/ is scratch or traces).
 MEASURED = ("benchmark_results.json", "environment.json", "configs.tsv", "peak_bandwidth.json", "opcalls", "bandwidth")

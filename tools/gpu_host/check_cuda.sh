@@ -48,7 +48,7 @@ for name in "${steps[@]}"; do
         tests_torch) step tests_torch env DYNEMB_KERNELS=torch "${tests[@]}" ;;
         bench_tables) step bench_tables python3 benchmarks/bench_tables.py --json "$out/bench_tables.json" ;;
         bench_ops) step bench_ops python3 benchmarks/bench_table_ops.py --optimizer sgd --iterations 20 ;;
-        suite) step suite python3 -m pytest benchmark/benchmark_batched_dynamicemb_tables.py -q -p no:cacheprovider -o timeout=0 \
+        suite) step suite python3 -m pytest suite/benchmark_batched_dynamicemb_tables.py -q -p no:cacheprovider -o timeout=0 \
                    --preset seed --total-cap 16777216 --results-file "$out/suite.json" ;;
         profile)
             targets=()
@@ -64,7 +64,7 @@ for name in "${steps[@]}"; do
             step build_dynamicemb bash tools/gpu_host/build_dynamicemb.sh "${UPSTREAM:?UPSTREAM: a recsys-examples checkout or .tar.gz}"
             for k in $(seq 1 "${RUNS:-3}"); do
                 step "suite_nv_run$k" env PYTHONPATH="/tmp/recsys-examples/corelib/dynamicemb:$PYTHONPATH" \
-                    python3 -m pytest benchmark/benchmark_batched_dynamicemb_tables.py -q -p no:cacheprovider -o timeout=0 \
+                    python3 -m pytest suite/benchmark_batched_dynamicemb_tables.py -q -p no:cacheprovider -o timeout=0 \
                     --preset seed --total-cap 16777216 --results-file "$out/suite_nv_run$k.json"
             done ;;
         *) echo "check_cuda: unknown step $name" >&2; status=1 ;;

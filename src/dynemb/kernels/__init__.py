@@ -27,13 +27,10 @@ from typing import TypeVar
 
 import torch
 
+from dynemb.errors import PartialUpdateError
 from dynemb.kernels import torch_ops
 
 _ENV = "DYNEMB_KERNELS"
-
-
-class PartialUpdateError(RuntimeError):
-    """A step failed after it wrote to the rows: rerunning it another way would apply it twice."""
 
 
 @functools.cache

@@ -56,7 +56,7 @@ import torch
 import triton
 import triton.language as tl
 
-from dynemb.kernels import PartialUpdateError
+from dynemb.errors import PartialUpdateError
 from dynemb.kernels.operands import (
     Access,
     DrawTables,

@@ -8,9 +8,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from embprof.bandwidth.expr import FormulaError
 from embprof.bandwidth.table import BandwidthTable
-from embprof.errors import ConfigError, ContractError
+from embprof.errors import ConfigError, ContractError, FormulaError
 from embprof.results.bandwidth import COLUMNS
 
 OPCALLS_NEEDED = ("backend", "phase", "parent_stages", "op", "avg_ms_per_iter")

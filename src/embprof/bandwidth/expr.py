@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from embprof.errors import ConfigError
+from embprof.errors import FormulaError
 
 _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -44,10 +44,6 @@ def _fold(fn: Callable[[Any, Any], Any], args: tuple[Any, ...]) -> Any:
     for value in args[1:]:
         out = fn(out, value)
     return out
-
-
-class FormulaError(ConfigError):
-    """A formula that cannot be parsed, or evaluated with the variables given."""
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from embprof.bandwidth.table import BandwidthTable
-from embprof.errors import EmbprofError
+from embprof.errors import PeakError
 from embprof.results.peak import Peak
 from embprof.workflow.environment import cpu_name
 
@@ -28,10 +28,6 @@ if TYPE_CHECKING:
 DEFAULT_BYTES = {"cuda": 2 << 30, "cpu": 512 << 20}
 # Host <-> device copies are timed on buffers this size (and never larger than the main one).
 COPY_BYTES = 256 << 20
-
-
-class PeakError(EmbprofError):
-    """The peak cannot be measured here, nor looked up in the bandwidth table."""
 
 
 def device_name(device: str) -> str:

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import jsonschema
 
-from embprof.bandwidth.expr import Formula, FormulaError, parse_formula
+from embprof.bandwidth.expr import Formula, parse_formula
 from embprof.defaults import BANDWIDTH_TABLE, default_file, read_yaml
-from embprof.errors import ConfigError, ContractError
+from embprof.errors import ConfigError, ContractError, FormulaError
 
 if TYPE_CHECKING:  # the peak step runs where pandas may not be installed (envs/benchmark.yaml)
     import numpy as np

@@ -34,10 +34,10 @@ def run(args: argparse.Namespace) -> None:
     from embprof.bandwidth.step import config_bandwidth
     from embprof.defaults import BANDWIDTH_TABLE, config_file
     from embprof.results.bandwidth import write_bandwidth
-    from embprof.results.layout import ResultsLayout, label_from_file
+    from embprof.results.paths import ResultsPaths, label_from_file
 
     label = args.label or label_from_file(args.opcalls)
-    out = args.out or ResultsLayout().bandwidth(label)
+    out = args.out or ResultsPaths().bandwidth(label)
     table = args.table or config_file(BANDWIDTH_TABLE)
     frame, notes = config_bandwidth(args.opcalls, args.record, label, table, args.peak)
     for note in notes:

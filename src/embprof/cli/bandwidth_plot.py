@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.plots.pages import write_bandwidth_plot
+    from embprof.pages.figure_pages import write_bandwidth_plot
     from embprof.results.run import Run
 
     print(write_bandwidth_plot(Run.from_folder(args.results_dir), args.png, args.html, args.plotly_js))

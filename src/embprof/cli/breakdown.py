@@ -22,7 +22,7 @@ HELP = "attribute every kernel to its op range: per-op CSV per config"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from embprof.trace.layouts import LAYOUTS
+    from embprof.trace.range_layout import LAYOUTS
 
     parser.add_argument("traces", nargs="+", type=Path, metavar="TRACE")
     parser.add_argument("--out-dir", type=Path, default=Path("results/opcalls"))

@@ -43,17 +43,17 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _default_db() -> Path:
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.paths import ResultsPaths
 
-    return ResultsLayout(DEFAULT_RESULTS).database
+    return ResultsPaths(DEFAULT_RESULTS).database
 
 
 def _write(args: argparse.Namespace) -> None:
     from embprof.results.database import write_folder
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.paths import ResultsPaths
 
-    layout = ResultsLayout(args.results_dir)
-    print(write_folder(layout, args.run_id).line(layout.database))
+    paths = ResultsPaths(args.results_dir)
+    print(write_folder(paths, args.run_id).line(paths.database))
 
 
 def _merge(args: argparse.Namespace) -> None:

@@ -22,15 +22,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.cli import breakdown
+    from embprof.cli import breakdown, parser
     from embprof.workflow.ec import atomic_folder, run_traces
 
     traces, notes = run_traces(args.traces)
     with atomic_folder(args.out_dir) as part:
-        if traces:  # the breakdown command itself, as `embprof breakdown --merge` runs it
-            command = argparse.ArgumentParser(prog="embprof breakdown")
-            breakdown.add_arguments(command)
-            breakdown.run(command.parse_args([*map(str, traces), "--merge", "--out-dir", str(part)]))
+        if traces:  # the breakdown command itself, parsed by the one `embprof` parser as `embprof breakdown --merge`
+            breakdown.run(parser().parse_args(["breakdown", *map(str, traces), "--merge", "--out-dir", str(part)]))
         for note in notes:
             shutil.copy(note, part / note.name)
             print(f"{args.out_dir / note.name}: the run's skip note, kept")

@@ -1,6 +1,6 @@
 """One run of the EmbeddingCollection family's launcher: a timing record, or every rank's trace.
 
-    embprof ec-run --launcher benchmark/benchmark_embedding_collection.sh --out OUT
+    embprof ec-run --launcher suite/benchmark_embedding_collection.sh --out OUT
         [--profile] [--nproc N] -- USE_INDEX_DEDUP USE_DYNAMIC_EMBEDDING BATCH_SIZE [FLAG...]
 
 Without --profile, OUT is the run's record (the JSON list the launcher appends to);
@@ -19,7 +19,7 @@ HELP = "run the EmbeddingCollection launcher once: a timing record, or every ran
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--launcher", type=Path, required=True, help="benchmark/benchmark_embedding_collection.sh")
+    parser.add_argument("--launcher", type=Path, required=True, help="suite/benchmark_embedding_collection.sh")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--profile", action="store_true", help="profile with the torch profiler: OUT is a folder")
     parser.add_argument("--nproc", type=int, default=None, help="processes (default: the launcher's, one per GPU)")

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.plots.pages import write_latency_plot
+    from embprof.pages.figure_pages import write_latency_plot
     from embprof.results.records import read_results
     from embprof.results.run import Run
 

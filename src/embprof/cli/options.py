@@ -10,7 +10,7 @@ def add_suite(parser: argparse.ArgumentParser) -> None:
     """Which suite runs, and with what (docs/workflow.md, "Another suite")."""
     parser.add_argument(
         "--suite-root", type=Path, default=Path("."),
-        help="the checkout that holds this project's benchmark/ (default: the working directory); it runs there",
+        help="the checkout that holds this project's suite/ (default: the working directory); it runs there",
     )
     parser.add_argument(
         "--suite", type=Path, default=None,

@@ -20,6 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.plots.pages import write_plotly_js
+    from embprof.pages.figure_pages import write_plotly_js
 
     print(write_plotly_js(args.out))

@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from embprof.report.build import ReportInputs, build_report
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.paths import ResultsPaths
 
-    layout = ResultsLayout(args.results_dir)
-    inputs = ReportInputs(layout, args.out_dir or layout.report_dir, args.compare_to)
+    paths = ResultsPaths(args.results_dir)
+    inputs = ReportInputs(paths, args.out_dir or paths.report_dir, args.compare_to)
     print(f"{build_report(inputs)}: written")

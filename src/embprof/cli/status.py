@@ -21,9 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.results.layout import ResultsLayout
+    from embprof.results.paths import ResultsPaths
     from embprof.results.steps import write_statuses
 
-    layout = ResultsLayout(args.results_dir)
-    written = write_statuses(layout)
-    print(f"{layout.status_dir}: {len(written)} config status(es)")
+    paths = ResultsPaths(args.results_dir)
+    written = write_statuses(paths)
+    print(f"{paths.status_dir}: {len(written)} config status(es)")

@@ -26,8 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from embprof.plots.pages import write_sunburst
-    from embprof.results.layout import label_from_file
+    from embprof.pages.figure_pages import write_sunburst
+    from embprof.results.paths import label_from_file
     from embprof.results.run import Run
 
     label = args.label or label_from_file(args.opcalls)

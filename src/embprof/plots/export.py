@@ -27,7 +27,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 
 from embprof.atomic import write_bytes
-from embprof.errors import EmbprofError
+from embprof.errors import ExportError
 
 # Debian's package installs /usr/bin/chromium; BROWSER_PATH overrides (choreographer's variable).
 BROWSER_CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -37,10 +37,6 @@ STARTUP_S = 60.0
 ATTEMPTS = 2
 # Tabs rendering at once; each is a renderer process, so more than the cores only queue.
 MAX_TABS = 4
-
-
-class ExportError(EmbprofError):
-    """Static export could not run (no browser) or a figure failed to render."""
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ from embprof.report.tables import (
     top_ops,
 )
 from embprof.results.busy import BusyTime
-from embprof.results.layout import SUNBURST_PNG_PREFIX, ResultsLayout
+from embprof.results.paths import SUNBURST_PNG_PREFIX, ResultsPaths
 from embprof.results.peak import Peak
 from embprof.results.run import Run
 
@@ -84,7 +84,7 @@ class ReportInputs:
     also has the peak file.
     """
 
-    results: ResultsLayout
+    results: ResultsPaths
     out_dir: Path
     compare_to: Path | None = None
 
@@ -183,15 +183,15 @@ def report_page(run: Run, previous: Run | None = None, out_dir: Path | None = No
     """The report of ``run`` (against ``previous``); ``out_dir``: where it is written, which the links
     to a folder's files are relative to (none without it, or for a run not read from a folder)."""
     labels, shown, by_label, failed_steps = run.labels, run.shown, run.by_label, run.failed_steps
-    opcalls, busy, bandwidth, env, layout = dict(run.opcalls), dict(run.busy), run.bandwidth, run.environment, run.layout
+    opcalls, busy, bandwidth, env, paths = dict(run.opcalls), dict(run.busy), run.bandwidth, run.environment, run.paths
     bandwidth = None if bandwidth is None else dict(bandwidth)
     bandwidth_fig = bandwidth_figure(bandwidth, run.peak)
     latency = latency_figure(run.records)
-    figures: dict[str, Figure] = {LATENCY_PNG: (lambda: latency, layout.latency_png if layout else None)}
+    figures: dict[str, Figure] = {LATENCY_PNG: (lambda: latency, paths.latency_png if paths else None)}
     if bandwidth_fig is not None:
-        figures[BANDWIDTH_PNG] = (lambda: bandwidth_fig, layout.bandwidth_png if layout else None)
+        figures[BANDWIDTH_PNG] = (lambda: bandwidth_fig, paths.bandwidth_png if paths else None)
     figures |= {
-        sunburst_png_name(label): (partial(_config_sunburst, label, frame), layout.sunburst_png(label) if layout else None)
+        sunburst_png_name(label): (partial(_config_sunburst, label, frame), paths.sunburst_png(label) if paths else None)
         for label, frame in opcalls.items()
     }
 
@@ -212,8 +212,8 @@ def report_page(run: Run, previous: Run | None = None, out_dir: Path | None = No
             context=_SectionContext(
                 name=names[label],
                 record=by_label.get(label),
-                links=config_links(layout, label, out_dir, with_per_op=label in shown)
-                if layout is not None and out_dir is not None else [],
+                links=config_links(paths, label, out_dir, with_per_op=label in shown)
+                if paths is not None and out_dir is not None else [],
                 budget=to_cells(budget[budget["label"] == label], budget_view(budget, cpu_stand_in)),
             ),
         )

@@ -117,9 +117,9 @@ def _ok(records: list[dict]) -> list[dict]:
 
 def _crosscheck(run: Run) -> str:
     """Per op against the tools' breakdowns kept in the run's folder (none for a database's run)."""
-    if run.layout is None:
+    if run.paths is None:
         return ""
-    return crosscheck_markdown(crosscheck(run.layout.root, run.opcalls))
+    return crosscheck_markdown(crosscheck(run.paths.root, run.opcalls))
 
 
 def checks_markdown(run: Run) -> str:

@@ -13,18 +13,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote
 
-from embprof.results.layout import TRACE_SUFFIX, ResultsLayout
+from embprof.results.paths import TRACE_SUFFIX, ResultsPaths
 
-# (link text, where the layout keeps it), in the order a reader follows a config's steps.
-_FILES: tuple[tuple[str, Callable[[ResultsLayout, str], Path]], ...] = (
-    *((f"trace ({p})", lambda layout, label, p=p: layout.trace(label, p)) for p in TRACE_SUFFIX),
-    ("SQLite export", ResultsLayout.sqlite),
-    ("per-op CSV", ResultsLayout.opcalls),
-    ("busy sidecar", ResultsLayout.busy),
-    ("bandwidth CSV", ResultsLayout.bandwidth),
-    ("timing record", ResultsLayout.timing),
-    ("status", ResultsLayout.status),
-    ("sunburst page", ResultsLayout.sunburst_html),
+# (link text, where the results folder keeps it), in the order a reader follows a config's steps.
+_FILES: tuple[tuple[str, Callable[[ResultsPaths, str], Path]], ...] = (
+    *((f"trace ({p})", lambda paths, label, p=p: paths.trace(label, p)) for p in TRACE_SUFFIX),
+    ("SQLite export", ResultsPaths.sqlite),
+    ("per-op CSV", ResultsPaths.opcalls),
+    ("busy sidecar", ResultsPaths.busy),
+    ("bandwidth CSV", ResultsPaths.bandwidth),
+    ("timing record", ResultsPaths.timing),
+    ("status", ResultsPaths.status),
+    ("sunburst page", ResultsPaths.sunburst_html),
 )
 LOGGED_STEPS = ("profile", "export", "breakdown", "timing", "bandwidth", "sunburst")
 
@@ -35,14 +35,14 @@ class Link:
     href: str
 
 
-def config_links(layout: ResultsLayout, label: str, report_dir: Path, with_per_op: bool = True) -> list[Link]:
+def config_links(paths: ResultsPaths, label: str, report_dir: Path, with_per_op: bool = True) -> list[Link]:
     """The config's files and step logs that exist, each as a link relative to ``report_dir``.
 
     ``with_per_op`` False (a config whose status is not ok): per-op files an earlier run left
     are not this run's, so they get no link."""
     per_op = {"per-op CSV", "busy sidecar", "bandwidth CSV", "sunburst page"}
-    files = [(text, where(layout, label)) for text, where in _FILES if with_per_op or text not in per_op]
-    files += [(f"{step} log", layout.log(step, label)) for step in LOGGED_STEPS]
+    files = [(text, where(paths, label)) for text, where in _FILES if with_per_op or text not in per_op]
+    files += [(f"{step} log", paths.log(step, label)) for step in LOGGED_STEPS]
     return [Link(text, _relative(path, report_dir)) for text, path in files if path.is_file()]
 
 

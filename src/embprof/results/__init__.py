@@ -1,7 +1,7 @@
 """The results contract of docs/DESIGN.md: one reader and one writer per file format.
 
 Every ``embprof`` command, the workflow's input functions and the report read and write
-``results/`` through this package: :class:`ResultsLayout` knows where each file
+``results/`` through this package: :class:`ResultsPaths` knows where each file
 lies, the modules here what each holds, and :class:`Run` is a whole run read once
 (``Run.from_folder(path)``; a run of a results database:
 ``embprof.results.database.read_run``), the object every view of a run takes. A file
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from embprof.errors import ContractError
-from embprof.results.layout import LABEL, ResultsLayout, label_from_file
+from embprof.results.paths import LABEL, ResultsPaths, label_from_file
 
 if TYPE_CHECKING:
     from embprof.results.run import Run
@@ -29,4 +29,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["LABEL", "ContractError", "ResultsLayout", "Run", "label_from_file"]
+__all__ = ["LABEL", "ContractError", "ResultsPaths", "Run", "label_from_file"]

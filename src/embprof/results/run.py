@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from embprof.errors import ContractError
 from embprof.results.busy import BusyTime, read_busy
 from embprof.results.configs import read_configs
-from embprof.results.layout import ResultsLayout, busy_name
+from embprof.results.paths import ResultsPaths, busy_name
 from embprof.results.peak import Peak, read_peak
 from embprof.results.provenance import read_provenance
 from embprof.results.records import read_results
@@ -74,7 +74,7 @@ class Run:
     sidecars and bandwidth tables, environment, provenance and peak bandwidth.
 
     ``name`` is how messages and tables call it (a folder's path, a database run's id);
-    ``layout`` is the results folder it was read from (None for a database's run, or one
+    ``paths`` is the results folder it was read from (None for a database's run, or one
     made in memory). Made in memory from its parts (``Run(name, records, opcalls, ...)``),
     each per-config mapping holds the configs given.
     """
@@ -94,7 +94,7 @@ class Run:
         peak: Peak | None = None,
     ) -> None:
         self.name = name
-        self.layout: ResultsLayout | None = None
+        self.paths: ResultsPaths | None = None
         parts = {
             "records": sorted(records or [], key=lambda r: r["label"]), "opcalls": dict(opcalls or {}), "environment": dict(environment or {}),
             "busy": dict(busy or {}), "bandwidth": None if bandwidth is None else dict(bandwidth),
@@ -113,7 +113,7 @@ class Run:
         if not root.is_dir():
             raise ContractError(f"{folder}: no such results folder")
         run = cls.__new__(cls)
-        run.name, run.layout = name or str(folder), ResultsLayout(root)
+        run.name, run.paths = name or str(folder), ResultsPaths(root)
         return run
 
     @classmethod
@@ -138,18 +138,18 @@ class Run:
     @cached_property
     def records(self) -> list[dict[str, Any]]:
         """The benchmark records (``benchmark_results.json``), by label."""
-        return sorted(read_results(self._layout.benchmark_results), key=lambda r: r["label"])
+        return sorted(read_results(self._paths.benchmark_results), key=lambda r: r["label"])
 
     @cached_property
     def configs(self) -> dict[str, str]:
         """label -> pytest id, of ``configs.tsv`` (empty where the folder has none)."""
-        path = self._layout.configs
+        path = self._paths.configs
         return {c.label: c.test_id for c in read_configs(path)} if path.is_file() else {}
 
     @cached_property
     def statuses(self) -> dict[str, dict[str, Any]]:
         """label -> the config's status (empty for a folder written before statuses)."""
-        folder = self._layout.status_dir
+        folder = self._paths.status_dir
         return read_statuses(folder) if folder.is_dir() else {}
 
     @cached_property
@@ -157,13 +157,13 @@ class Run:
         """``environment.json`` (empty where the folder has none)."""
         from embprof.results.environment import read_environment
 
-        path = self._layout.environment
+        path = self._paths.environment
         return read_environment(path) if path.is_file() else {}
 
     @cached_property
     def peak(self) -> Peak | None:
         """The device's peak memory bandwidth (``peak_bandwidth.json``), where the run has one."""
-        path = self._layout.peak
+        path = self._paths.peak
         return read_peak(path) if path.is_file() else None
 
     @cached_property
@@ -171,9 +171,9 @@ class Run:
         """label -> the per-op table, of every shown config that has one."""
         from embprof.results.opcalls import read_opcalls
 
-        layout = self._layout
-        return Lazy([lab for lab in self.shown if layout.opcalls(lab).is_file()],
-                    lambda lab: read_opcalls(layout.opcalls(lab)))
+        paths = self._paths
+        return Lazy([lab for lab in self.shown if paths.opcalls(lab).is_file()],
+                    lambda lab: read_opcalls(paths.opcalls(lab)))
 
     @cached_property
     def samples(self) -> Mapping[str, pd.DataFrame]:
@@ -181,14 +181,14 @@ class Run:
         config in ``opcalls`` (empty for a CSV older than samples)."""
         from embprof.results.samples import read_op_samples
 
-        layout = self._layout
-        return Lazy(self.opcalls, lambda lab: read_op_samples(layout.opcalls(lab)))
+        paths = self._paths
+        return Lazy(self.opcalls, lambda lab: read_op_samples(paths.opcalls(lab)))
 
     @cached_property
     def busy(self) -> Mapping[str, BusyTime]:
         """label -> the busy sidecar, of every shown config that has one."""
-        layout = self._layout
-        return Lazy([lab for lab in self.shown if layout.busy(lab).is_file()], lambda lab: read_busy(layout.busy(lab)))
+        paths = self._paths
+        return Lazy([lab for lab in self.shown if paths.busy(lab).is_file()], lambda lab: read_busy(paths.busy(lab)))
 
     @cached_property
     def bandwidth(self) -> Mapping[str, pd.DataFrame] | None:
@@ -196,11 +196,11 @@ class Run:
         no bandwidth step's output at all."""
         from embprof.results.bandwidth import read_bandwidth
 
-        layout = self._layout
-        if not layout.bandwidth_dir.is_dir():
+        paths = self._paths
+        if not paths.bandwidth_dir.is_dir():
             return None
-        return Lazy([lab for lab in self.shown if layout.bandwidth(lab).is_file()],
-                    lambda lab: read_bandwidth(layout.bandwidth(lab)))
+        return Lazy([lab for lab in self.shown if paths.bandwidth(lab).is_file()],
+                    lambda lab: read_bandwidth(paths.bandwidth(lab)))
 
     # ---- what follows from it ----
 
@@ -235,15 +235,15 @@ class Run:
     @property
     def _records_if_any(self) -> list[dict[str, Any]]:
         """The records, or none for a folder without ``benchmark_results.json`` (yet)."""
-        if "records" not in vars(self) and not self._layout.benchmark_results.is_file():
+        if "records" not in vars(self) and not self._paths.benchmark_results.is_file():
             return []
         return self.records
 
     @property
-    def _layout(self) -> ResultsLayout:
-        if self.layout is None:  # every part of a run made in memory was given
+    def _paths(self) -> ResultsPaths:
+        if self.paths is None:  # every part of a run made in memory was given
             raise AttributeError(f"{self.name}: a run made in memory holds only what it was given")
-        return self.layout
+        return self.paths
 
     def __repr__(self) -> str:
         return f"Run({self.name!r})"

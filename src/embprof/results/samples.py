@@ -27,7 +27,7 @@ import numpy as np
 from embprof.atomic import atomic_path
 from embprof.errors import ContractError
 from embprof.results.csvfile import read_table
-from embprof.results.layout import samples_beside
+from embprof.results.paths import samples_beside
 
 if TYPE_CHECKING:
     import pandas as pd

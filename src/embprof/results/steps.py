@@ -14,7 +14,7 @@ from embprof.errors import ContractError
 from embprof.labels import parse_label
 from embprof.results.configs import read_configs
 from embprof.results.jsonfile import read_object
-from embprof.results.layout import ResultsLayout
+from embprof.results.paths import ResultsPaths
 
 # The order in which steps happen; the first failed one names the failure.
 STEP_ORDER = ("collect", "profile", "export", "breakdown", "sunburst", "timing")
@@ -79,21 +79,21 @@ def write_status(path: str | os.PathLike[str], status: dict[str, Any]) -> None:
     write_json(path, status)
 
 
-def write_statuses(layout: ResultsLayout) -> list[Path]:
+def write_statuses(paths: ResultsPaths) -> list[Path]:
     """The status of every config of the folder's ``configs.tsv``, from its profile and timing records.
 
     Every record is read before anything is written; statuses of configs no longer
     in the table are removed, so the folder holds this run's configs only.
     """
-    configs = read_configs(layout.configs)
+    configs = read_configs(paths.configs)
     statuses = {
-        c.label: merge_status(c.label, c.test_id, [StepRecord.read(layout.step(step, c.label)) for step in RUN_STEPS])
+        c.label: merge_status(c.label, c.test_id, [StepRecord.read(paths.step(step, c.label)) for step in RUN_STEPS])
         for c in configs
     }
-    written = [layout.status(label) for label in statuses]
+    written = [paths.status(label) for label in statuses]
     for path, status in zip(written, statuses.values(), strict=True):
         write_status(path, status)
-    for stale in set(layout.status_dir.glob("*.json")) - set(written):
+    for stale in set(paths.status_dir.glob("*.json")) - set(written):
         stale.unlink()
     return written
 

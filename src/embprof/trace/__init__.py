@@ -13,8 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import TraceError
-from .layouts import LAYOUTS
+from embprof.errors import TraceError
+
+from .range_layout import LAYOUTS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +45,7 @@ def check_output_names(results: dict[str, LabelBreakdown], out_dir: Path) -> Non
     """Every label gets file names of its own that this file system takes; else :class:`TraceError`
     naming a trace of the label, before anything is written."""
     from embprof.atomic import name_max
-    from embprof.results.layout import busy_name, opcalls_name, samples_name
+    from embprof.results.paths import busy_name, opcalls_name, samples_name
 
     limit = name_max(out_dir)
     owner: dict[str, str] = {}
@@ -68,8 +69,8 @@ def write_outputs(results: dict[str, LabelBreakdown], out_dir: Path) -> list[Pat
     folder's ``opcalls/``, or any other)."""
     from embprof.atomic import atomic_paths
     from embprof.results.busy import write_busy
-    from embprof.results.layout import busy_name, opcalls_name, samples_name
     from embprof.results.opcalls import write_opcalls
+    from embprof.results.paths import busy_name, opcalls_name, samples_name
     from embprof.results.samples import write_samples
 
     check_output_names(results, Path(out_dir))

@@ -19,12 +19,13 @@ from typing import NamedTuple
 
 import numpy as np
 
+from embprof.errors import TraceError
+
 from .calls import CallStore
 from .codes import combined_codes, dedupe
-from .errors import TraceError
-from .layouts import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
 from .model import KIND_KERNEL, TraceSource
 from .names import memory_kind_name
+from .range_layout import ANY_BACKEND, ANY_PHASE, BACKENDS, PHASES
 from .sweep import BACKEND_SLOTS, Contexts, OutOfOrder, sweep
 from .workpass import WorkTotals, sum_work
 

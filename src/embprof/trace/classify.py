@@ -16,7 +16,7 @@ import pyarrow as pa
 from embprof.labels import CONFIG_RANGE
 
 from .arrow import first_bytes, index_in, matches, starts_with, string_array, take
-from .layouts import BACKENDS, PHASES
+from .range_layout import BACKENDS, PHASES
 
 ITERATION_RANGE = r"^nsys_iter_[0-9]+$"
 OTHER, CONFIG, ITERATION, BACKEND, PHASE, OP = range(6)

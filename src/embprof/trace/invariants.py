@@ -26,9 +26,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from embprof.errors import TraceError
+
 from .arrow import matches
 from .calls import CollidingCalls
-from .errors import TraceError
 from .model import RangeRows, TraceSource, WorkRows
 
 __all__ = ["CollidingCalls", "checked", "colliding_calls_error"]

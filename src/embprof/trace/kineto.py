@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .errors import TraceError
+from embprof.errors import TraceError
+
 from .model import (
     KIND_KERNEL,
     KIND_MEMCPY,

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from embprof.atomic import atomic_path
+from embprof.errors import TraceError
 
 from .arrow import cast, ints_after, starts_with, string_array, take
 from .columns import (
@@ -37,7 +38,6 @@ from .columns import (
     read_strings_by_id,
     table_names,
 )
-from .errors import TraceError
 from .model import KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, TIME_GPU, CallRows, RangeRows, WorkRows
 from .names import MEMCPY_KINDS, MEMSET_NAME, memcpy_name, memory_kind_code
 

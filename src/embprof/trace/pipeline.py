@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from embprof.errors import TraceError
 from embprof.results.busy import BusyTime, TopKernel
 from embprof.results.opcalls import COLUMNS
 from embprof.results.samples import samples_of_rows
@@ -15,10 +16,9 @@ from embprof.results.samples import samples_of_rows
 from .attribute import CHUNK_ROWS, Attributed, attribute
 from .calls import CollidingCalls
 from .categories import Categories, load_categories
-from .errors import TraceError
 from .invariants import checked, colliding_calls_error
-from .layouts import LAYOUTS
 from .model import KIND_KERNEL
+from .range_layout import LAYOUTS
 from .readers import open_trace
 
 TOP_KERNELS = 10  # per config and backend, in the busy sidecar

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import TraceError
+from embprof.errors import TraceError
+
 from .model import TraceSource
 
 SQLITE_MAGIC = b"SQLite format 3\x00"

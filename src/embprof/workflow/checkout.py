@@ -1,13 +1,13 @@
 """Modules of this project's benchmark suite that the workflow reads when the Snakefile is parsed.
 
 This project's suite states its facts without running it, in modules that import nothing but
-embprof (no torch, no pytest): ``benchmark/configs.py`` (its presets and their labels, what a
+embprof (no torch, no pytest): ``suite/configs.py`` (its presets and their labels, what a
 ``-k`` expression or an override may do: :func:`embprof.workflow.preflight.suite_facts`) and
-``benchmark/embedding_collection/family.py`` (the EmbeddingCollection family's config:
+``suite/embedding_collection/family.py`` (the EmbeddingCollection family's config:
 :func:`embprof.workflow.ec.load_family`). The suite is the checkout's measured code, not part of
 the installed package (the embprof that runs the workflow may come from another checkout or
 version), so these come from the checkout's own files, loaded by path: nothing is put on
-``sys.path`` (before issue 33 the rules inserted the checkout there to import ``benchmark``).
+``sys.path`` (before issue 33 the rules inserted the checkout there to import ``benchmark``, the suite's name then).
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from types import ModuleType
 
 from embprof.errors import SuiteError
 
-SUITE_FACTS = "benchmark/configs.py"
-EC_FAMILY = "benchmark/embedding_collection/family.py"
+SUITE_FACTS = "suite/configs.py"
+EC_FAMILY = "suite/embedding_collection/family.py"
 
 
 def suite_module(checkout: str | os.PathLike[str], relpath: str) -> ModuleType:
     """The module at ``relpath`` in ``checkout``, loaded from its file, once per process.
 
-    It gets a name of its own, from its path, so that it neither takes nor replaces a ``benchmark``
+    It gets a name of its own, from its path, so that it neither takes nor replaces a ``suite``
     module of the process or another checkout's copy; so it must import no module of the suite by
-    name (``benchmark.configs`` and ``family`` import embprof and the standard library only).
+    name (``suite.configs`` and ``family`` import embprof and the standard library only).
     """
     path = (Path(checkout) / relpath).resolve()
     name = f"_embprof_suite_{hashlib.sha256(str(path).encode()).hexdigest()[:12]}_{path.stem}"

@@ -1,13 +1,13 @@
 """The EmbeddingCollection family's runs (issue 9) as the workflow runs them, one ``embprof`` call a rule.
 
 ``embprof ec-run`` starts one run of the family's launcher
-(``benchmark/benchmark_embedding_collection.sh``: one torchrun, every rank) for a timing
+(``suite/benchmark_embedding_collection.sh``: one torchrun, every rank) for a timing
 record or a profile, and puts its output in place whole once the launcher has succeeded:
 a run that fails leaves the previous output as it was. ``embprof ec-breakdown`` attributes
 every rank's trace of a profiled run to one per-op CSV, or keeps the run's skip note
 where it could not be profiled. Until issue 33 the rules did this in shell (``rm``,
 ``mv``, ``ls``). The family (``config/embedding_collection.yaml``) is read by the suite's
-own ``benchmark/embedding_collection/family.py``, loaded from the checkout's file.
+own ``suite/embedding_collection/family.py``, loaded from the checkout's file.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from embprof.errors import ConfigError, ContractError, EmbprofError
 from embprof.workflow.checkout import EC_FAMILY, suite_module
 
-LAUNCHER = "benchmark/benchmark_embedding_collection.sh"
+LAUNCHER = "suite/benchmark_embedding_collection.sh"
 FAMILY_CONFIG = Path("config", "embedding_collection.yaml")
 TRACES = "*.kineto.json.gz"  # every rank's torch trace of a profiled run
 SKIP_NOTES = "*.skipped.txt"  # what a run that could not be profiled leaves instead
@@ -31,7 +31,7 @@ SKIP_NOTES = "*.skipped.txt"  # what a run that could not be profiled leaves ins
 
 def load_family(checkout: str | os.PathLike[str]) -> Any:
     """The family of the working directory's ``config/embedding_collection.yaml``, else the checkout's
-    (``benchmark.embedding_collection.family.Family``); :class:`ConfigError` names a malformed key."""
+    (``suite.embedding_collection.family.Family``); :class:`ConfigError` names a malformed key."""
     module = suite_module(checkout, EC_FAMILY)
     path = FAMILY_CONFIG if FAMILY_CONFIG.is_file() else Path(checkout) / FAMILY_CONFIG
     try:

@@ -14,14 +14,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from embprof.errors import EmbprofError
+from embprof.errors import LockHeldError
 
 LOCKS = Path(".snakemake", "locks")
 _PROC = Path("/proc")
-
-
-class LockHeld(EmbprofError):
-    """A snakemake process still runs in the directory: its lock is not stale."""
 
 
 def _is_snakemake(argv: list[str]) -> bool:
@@ -81,7 +77,7 @@ class Unlocked:
 def release_stale_lock(workdir: str | os.PathLike[str] = ".", proc: Path = _PROC) -> Unlocked:
     """Remove ``workdir``'s Snakemake lock when no snakemake process runs there.
 
-    :class:`LockHeld` when one does (the lock is its own).
+    :class:`LockHeldError` when one does (the lock is its own).
     """
     locks = Path(workdir) / LOCKS
     files = tuple(sorted(locks.glob("*.lock"))) if locks.is_dir() else ()
@@ -89,7 +85,7 @@ def release_stale_lock(workdir: str | os.PathLike[str] = ".", proc: Path = _PROC
         return Unlocked(())
     running = snakemake_pids(workdir, proc)
     if running:
-        raise LockHeld(
+        raise LockHeldError(
             f"{Path(workdir).resolve()}: snakemake (pid {', '.join(map(str, running))}) runs here and "
             "holds the lock; wait for it to end, or stop it first"
         )

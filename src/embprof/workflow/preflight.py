@@ -10,7 +10,7 @@ problem is one line naming its key; nothing here runs pytest or imports torch.
 Whether a ``-k`` expression matches any test id is pytest's to say: the collect
 job does, in one line.
 The suite's facts come in as functions (the benchmark's own ``preset_labels``,
-``select_problem`` and ``inputs_problem``, from ``benchmark/configs.py``: :func:`suite_facts`), so
+``select_problem`` and ``inputs_problem``, from ``suite/configs.py``: :func:`suite_facts`), so
 the rule that makes a label has one home. The results folder's
 files that the input functions read are checked here too.
 """
@@ -25,7 +25,7 @@ from typing import Any
 
 from embprof.errors import ContractError
 from embprof.results.configs import read_configs
-from embprof.results.layout import ResultsLayout
+from embprof.results.paths import ResultsPaths
 from embprof.results.steps import read_status
 from embprof.workflow.checkout import SUITE_FACTS, suite_module
 from embprof.workflow.suite import Suite, suite_problems
@@ -44,7 +44,7 @@ class SuiteFacts:
 
 
 def suite_facts(checkout: str | os.PathLike[str]) -> SuiteFacts:
-    """The facts of this project's suite in ``checkout``: its ``benchmark/configs.py``'s own functions."""
+    """The facts of this project's suite in ``checkout``: its ``suite/configs.py``'s own functions."""
     module = suite_module(checkout, SUITE_FACTS)
     return SuiteFacts(module.preset_labels, module.select_problem, module.inputs_problem,
                       module.extra_args_problem)
@@ -74,7 +74,7 @@ def iteration_problems(
     return problems
 
 
-def compare_to_problem(compare_to: str | None, results: ResultsLayout) -> str | None:
+def compare_to_problem(compare_to: str | None, results: ResultsPaths) -> str | None:
     """Why ``compare_to`` is not a previous results folder the report can read, or ``None``."""
     if not compare_to:
         return None
@@ -83,7 +83,7 @@ def compare_to_problem(compare_to: str | None, results: ResultsLayout) -> str | 
         return f"compare_to: {compare_to}: no such folder"
     if results.root.is_dir() and os.path.samefile(folder, results.root):
         return f"compare_to: {compare_to} is this run's own results folder; name an earlier one"
-    previous = ResultsLayout(folder).benchmark_results
+    previous = ResultsPaths(folder).benchmark_results
     if not previous.is_file():
         return f"compare_to: {compare_to}: not a results folder (it has no {previous.name})"
     from embprof.results.records import (
@@ -133,7 +133,7 @@ def extra_args_problems(config: Mapping[str, Any], suite_problem: Callable[[Sequ
 
 
 def run_problems(
-    config: Mapping[str, Any], suite: SuiteFacts | None, results: ResultsLayout, memory: int | None,
+    config: Mapping[str, Any], suite: SuiteFacts | None, results: ResultsPaths, memory: int | None,
     runs: Suite | None = None,
 ) -> list[str]:
     """Every problem of a schema-valid config that would make its jobs fail, one line each.
@@ -155,7 +155,7 @@ def run_problems(
     return problems
 
 
-def other_suite_problems(config: Mapping[str, Any], suite: Suite, results: ResultsLayout) -> list[str]:
+def other_suite_problems(config: Mapping[str, Any], suite: Suite, results: ResultsPaths) -> list[str]:
     """Another suite: its file (:func:`~embprof.workflow.suite.suite_problems`), and the keys it cannot honour.
 
     A missing file is no problem where the results folder already lists its configs: a
@@ -178,7 +178,7 @@ def other_suite_problems(config: Mapping[str, Any], suite: Suite, results: Resul
     return problems
 
 
-def results_problems(results: ResultsLayout) -> list[str]:
+def results_problems(results: ResultsPaths) -> list[str]:
     """Broken files among those the workflow's input functions read at every DAG pass
     (``configs.tsv`` and its configs' statuses), each named with what to do; the run
     stops before any job rather than in a traceback of an input function.

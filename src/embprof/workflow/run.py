@@ -27,14 +27,14 @@ import embprof
 from embprof.defaults import BANDWIDTH_TABLE, KERNEL_CATEGORIES, config_file
 from embprof.errors import ConfigError
 from embprof.results.configs import read_configs
-from embprof.results.layout import LABEL, ResultsLayout
+from embprof.results.paths import LABEL, ResultsPaths
 from embprof.workflow.code import step_digests, tree_digest
 from embprof.workflow.configs import code_digest, overrides_for
 from embprof.workflow.preflight import results_problems, run_problems, suite_facts
 from embprof.workflow.profiler import find_nsys, resolve_profiler
 from embprof.workflow.settings import PLANS, Settings
 from embprof.workflow.shellenv import pin_profiler, put_interpreter_first_on_path
-from embprof.workflow.suite import Suite, make_suite, suite_digest
+from embprof.workflow.suite import OWN_FOLDER, Suite, make_suite, suite_digest
 from embprof.workflow.validation import invalid_config, validate_config
 
 # What the workflow keeps for itself under the working directory (never in results/).
@@ -50,11 +50,11 @@ _PARAM_CODE = {"collect": "suite", "profile": "measured", "timing": "measured"}
 
 @dataclass
 class WorkflowRun:
-    """The run ``config`` asks for, in the checkout ``checkout``, writing ``layout``."""
+    """The run ``config`` asks for, in the checkout ``checkout``, writing ``paths``."""
 
     config: Mapping[str, Any]
     checkout: Path
-    layout: ResultsLayout
+    paths: ResultsPaths
     suite: Suite
     profiler: str  # nsys or torch (auto resolved here)
     nsys: str | None  # the nsys binary the commands are given (found, configured, or "nsys"), or None
@@ -70,16 +70,16 @@ class WorkflowRun:
         would make a job fail stops the run here, as one :class:`ConfigError` of one line each.
         ``memory``: this host's, which the iterations' inputs must fit."""
         checkout = Path(checkout)
-        layout = ResultsLayout(results)
+        paths = ResultsPaths(results)
         validate_config(config, cache=CACHE / "valid-configs.json")
         suite = make_suite(checkout, config["suite"], config["suite_args"], config["suite_env"],
                            config["suite_launcher"], check=False)
-        problems = run_problems(config, suite_facts(checkout) if suite.own else None, layout, memory, suite)
+        problems = run_problems(config, suite_facts(checkout) if suite.own else None, paths, memory, suite)
         if problems:
             raise invalid_config(problems)
-        broken = results_problems(layout)
+        broken = results_problems(paths)
         if broken:
-            raise invalid_config(broken, f"broken files in {layout.root}/")
+            raise invalid_config(broken, f"broken files in {paths.root}/")
         try:
             nsys = find_nsys(config["nsys"]) if config["profiler"] != "torch" else None
             profiler = resolve_profiler(config["profiler"], nsys)
@@ -88,7 +88,7 @@ class WorkflowRun:
         if profiler == "nsys" and nsys is None:
             nsys = "nsys"  # not on this host's PATH; the job looks it up where it runs
         code, digest, tables = _digests(checkout, suite)
-        return cls(config, checkout, layout, suite, profiler, nsys, code, digest, tables)
+        return cls(config, checkout, paths, suite, profiler, nsys, code, digest, tables)
 
     def prepare_jobs(self) -> None:
         """The environment every job Snakemake starts inherits: this interpreter's ``embprof`` first on
@@ -232,7 +232,7 @@ class WorkflowRun:
         plotly_js for the sunburst, peak_bandwidth for the bandwidth), and the first such ask plans
         every job of the configs listed (:class:`_Plans`)."""
         assert rule in PER_CONFIG, f"{rule} has one job, whose plan its input function names"
-        return PLANS / self.layout.settings(rule, LABEL)
+        return PLANS / self.paths.settings(rule, LABEL)
 
     def _book(self, dry: bool) -> _Plans:
         if self._plans is None:
@@ -249,7 +249,7 @@ class _Plans:
         self.run, self.dry = run, dry
         self.book = Settings(PLANS, known=CACHE / "plans-settled.json")
         self.planned: dict[tuple[str, str | None], Path] = {}
-        configs = run.layout.configs
+        configs = run.paths.configs
         labels = [c.label for c in read_configs(configs)] if configs.is_file() else []
         for rule in ("collect", "environment", "report", "plotly_js", *CODE_ONLY):
             if rule not in PER_CONFIG:
@@ -259,7 +259,7 @@ class _Plans:
     def plan(self, rule: str, label: str | None) -> Path:
         key = (rule, label)
         if key not in self.planned:
-            record = self.run.layout.settings(rule, label)
+            record = self.run.paths.settings(rule, label)
             self.planned[key] = self.book.plan(record, self.run.settings(rule, label), dry=self.dry)
         return self.planned[key]
 
@@ -290,8 +290,8 @@ def _digests(checkout: Path, suite: Suite) -> tuple[dict[str, str], dict[str, st
     code = step_digests(Path(embprof.__file__).parent, cache=CACHE / "code-embprof.json")
     digest: dict[str, str | None] = dict(code)
     if suite.own:
-        digest["measured"] = tree_digest(checkout, ["benchmark", "src/dynemb"], cache=CACHE / "code-measured.json")
-        digest["suite"] = tree_digest(checkout, ["benchmark"], cache=CACHE / "code-suite.json")  # what collection lists
+        digest["measured"] = tree_digest(checkout, [OWN_FOLDER, "src/dynemb"], cache=CACHE / "code-measured.json")
+        digest["suite"] = tree_digest(checkout, [OWN_FOLDER], cache=CACHE / "code-suite.json")  # what collection lists
     else:  # another suite: its file and the .py files beside it measure and list
         digest["measured"] = digest["suite"] = suite_digest(suite)
     tables = {step: code_digest([file.name], root=file.parent)

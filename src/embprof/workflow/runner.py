@@ -17,7 +17,7 @@ from pathlib import Path
 
 from embprof.atomic import write_json
 from embprof.errors import ConfigError, ContractError
-from embprof.results.layout import TRACE_SUFFIX
+from embprof.results.paths import TRACE_SUFFIX
 from embprof.results.records import read_results, write_results
 from embprof.results.steps import StepRecord
 from embprof.workflow.benchcli import nsys_profile_command, timing_command, torch_profile_command

@@ -1,6 +1,6 @@
 """The pytest benchmark suite a run measures, and how its processes start.
 
-This project's suite (``benchmark/`` of the workflow's checkout), or another
+This project's suite (``suite/`` of the workflow's checkout), or another
 that keeps the reference system's contract (the README of recsys-examples'
 ``corelib/dynamicemb/benchmark``; docs/workflow.md, "Another suite"):
 
@@ -30,8 +30,10 @@ from pathlib import Path
 
 from embprof.errors import SuiteError
 
-# This project's suite, relative to its checkout (its test ids are relative to the same root).
-OWN_SUITE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+# This project's suite: its folder (the measured code beside src/dynemb) and its file, relative to
+# its checkout (its test ids are relative to the same root). `benchmark/` before issue 33.
+OWN_FOLDER = "suite"
+OWN_SUITE = f"{OWN_FOLDER}/benchmark_batched_dynamicemb_tables.py"
 # Where the seed's contract has a timing run append its record.
 RESULTS_ENV = "BENCHMARK_RESULTS_FILE"
 # A variable named in a suite_env value: $NAME or ${NAME}.

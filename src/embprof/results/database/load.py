@@ -19,18 +19,18 @@ from embprof.results.database.store import (
     store_run,
     writing,
 )
-from embprof.results.layout import ResultsLayout
+from embprof.results.paths import ResultsPaths
 from embprof.results.run import Run
 
 
-def write_folder(layout: ResultsLayout, run_id: str | None = None) -> Written:
-    """The folder's run into its own database (``layout.database``): only changed configs' rows.
+def write_folder(paths: ResultsPaths, run_id: str | None = None) -> Written:
+    """The folder's run into its own database (``paths.database``): only changed configs' rows.
 
     The run keeps the id it got when the file was made (``run_id``, else
     ``<first start>-<commit>``).
     """
-    rows = run_rows(Run.from_folder(layout.root))  # every file read and checked before the database is opened
-    path = layout.database
+    rows = run_rows(Run.from_folder(paths.root))  # every file read and checked before the database is opened
+    path = paths.database
     with writing(path) as db:
         own = own_run(db)
         if own is not None and run_id is not None and run_id != own:
@@ -59,11 +59,11 @@ def merge_into(target: str | os.PathLike[str], source: str | os.PathLike[str], r
 
 def _source_runs(source: Path, target: Path, run_id: str | None) -> list[tuple[str, RunRows]]:
     if source.is_dir():
-        layout = ResultsLayout(source)
+        paths = ResultsPaths(source)
         rows = run_rows(Run.from_folder(source))
         own = None
-        if layout.database.is_file():
-            with reading(layout.database) as db:
+        if paths.database.is_file():
+            with reading(paths.database) as db:
                 own = own_run(db)
         return [(check_run_id(run_id or own or default_run_id(rows.run)), rows)]
     if not source.is_file():

@@ -88,7 +88,7 @@ def default_run_id(run: Mapping[str, Any]) -> str:
 
 def run_rows(run: Run) -> RunRows:
     """Every row of ``run`` (a results folder's); ContractError on a file that breaks its format."""
-    results_dir = str(run.layout.root.resolve()) if run.layout is not None else run.name
+    results_dir = str(run.paths.root.resolve()) if run.paths is not None else run.name
     configs = {
         label: ConfigRows(label, _config_tables(run, label)) for label in run.labels
     }
@@ -135,7 +135,7 @@ def _config_tables(run: Run, label: str) -> dict[str, list[dict[str, Any]]]:
 
 def _where(run: Run, label: str) -> str:
     """How errors name a config's per-op table: its file, or the run and label."""
-    return str(run.layout.opcalls(label)) if run.layout is not None else f"{run.name}: {label}"
+    return str(run.paths.opcalls(label)) if run.paths is not None else f"{run.name}: {label}"
 
 
 def _config_row(label: str, test_id: str, record: dict | None, status: dict | None) -> dict[str, Any]:

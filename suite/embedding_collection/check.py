@@ -1,6 +1,6 @@
 """Does the sharded dynamic collection equal one unsharded table set, on this machine's backend?
 
-    torchrun --standalone --nproc_per_node 2 -m benchmark.embedding_collection.check
+    torchrun --standalone --nproc_per_node 2 -m suite.embedding_collection.check
 
 Every rank holds its share of a small global batch. The reference, built on each
 rank, is one ``BatchedDynamicEmbeddingTables`` fed the whole global batch and the
@@ -160,12 +160,12 @@ def check_all(rank: int, world: int, device: torch.device) -> None:
 
 
 def main() -> int:
-    from .config import ConfigError
+    from ..errors import ECConfigError
     from .run import rank_from_env
 
     try:
         where = rank_from_env()
-    except ConfigError as exc:
+    except ECConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     dist.init_process_group(

@@ -1,10 +1,11 @@
 """Where each file of a results folder lies (docs/DESIGN.md, "Data flow and file contracts").
 
 The workflow's rules, their input functions, the commands and the report all
-name files through one :class:`ResultsLayout`. A label made of the characters
+name files through one :class:`ResultsPaths`. A label made of the characters
 Snakemake's wildcard allows is its own file name; any other character becomes
 ``_`` (:func:`embprof.labels.sanitize_label`). ``LABEL`` (or ``EC_RUN``) passed
-for a label keeps the wildcard, which is how the rules get their patterns.
+for a label keeps the wildcard, which is how the rules get their patterns (the rules call the
+workflow's one ``RESULTS``). Before issue 33: ``ResultsLayout`` in ``results/layout.py``.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def samples_beside(opcalls: str | os.PathLike[str]) -> Path:
 
 
 @dataclass(frozen=True)
-class ResultsLayout:
+class ResultsPaths:
     """The files of one results folder, as paths under ``root``."""
 
     root: Path = Path("results")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from embprof.labels import sanitize_label
 
-BENCHMARK_FILE = "benchmark/benchmark_batched_dynamicemb_tables.py"
+BENCHMARK_FILE = "suite/benchmark_batched_dynamicemb_tables.py"
 
 
 def parse_iterations(spec: str, num_iterations: int) -> list[int]:

@@ -1,6 +1,6 @@
 """Side by side: TorchRec against dynamic tables per dedup setting, beside the published numbers.
 
-    python -m benchmark.embedding_collection.compare [results/embedding_collection_results.json]
+    python -m suite.embedding_collection.compare [results/embedding_collection_results.json]
 
 Groups records by everything but the table backend (batch, ranks, device,
 sizes, optimizer, dedup); the latest record of each backend wins. Prints ms per

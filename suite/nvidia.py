@@ -13,7 +13,7 @@ only (``HOST_ONLY``), and any other budget one table split between GPU and host 
 (``HYBRID``). A cache or GPU tier holds ``max_capacity`` x budget / bytes rows of each table
 (its hash table rounds that up to whole buckets of 1024).
 The budget is what dyn keeps in GPU memory for the same config
-(:meth:`~benchmark.configs.BenchmarkConfig.hbm_rows_per_table` x row bytes), so each suite
+(:meth:`~suite.configs.BenchmarkConfig.hbm_rows_per_table` x row bytes), so each suite
 lands on its own layout.
 """
 

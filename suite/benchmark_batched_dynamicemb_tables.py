@@ -2,8 +2,8 @@
 
 Run from the repository root, e.g.::
 
-    pytest benchmark/benchmark_batched_dynamicemb_tables.py --preset smoke
-    pytest benchmark/benchmark_batched_dynamicemb_tables.py --collect-only -q --preset seed
+    pytest suite/benchmark_batched_dynamicemb_tables.py --preset smoke
+    pytest suite/benchmark_batched_dynamicemb_tables.py --collect-only -q --preset seed
 
 Test ids end in the config label (``embprof.labels``); ``-k`` selects by any
 '='-free part of it, ``--label`` by any substring. Without ``--profile`` a
@@ -20,6 +20,7 @@ import pytest
 from embprof.results.timings import BACKENDS
 
 from .configs import PRESETS, BenchmarkConfig, RunOptions
+from .errors import BaselineRequired
 from .ncu import ncu_command, parse_iterations
 
 
@@ -30,7 +31,7 @@ def run_config(cfg: BenchmarkConfig, opts: RunOptions, request: pytest.FixtureRe
         return
 
     from . import runner
-    from .results import append_record
+    from .records import append_record
 
     try:
         if opts.profile is None:
@@ -43,7 +44,7 @@ def run_config(cfg: BenchmarkConfig, opts: RunOptions, request: pytest.FixtureRe
             runner.run_nsys_profile(cfg, opts)
         else:
             runner.run_ncu_profile(cfg, opts)
-    except runner.BaselineRequired as exc:
+    except BaselineRequired as exc:
         pytest.skip(str(exc))
 
 

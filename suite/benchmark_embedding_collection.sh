@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Multi-GPU EmbeddingCollection benchmark (issue 9), the reference system's launcher signature:
-#   benchmark/benchmark_embedding_collection.sh [use_index_dedup] [use_dynamic_embedding] [batch_size] [flags...]
+#   suite/benchmark_embedding_collection.sh [use_index_dedup] [use_dynamic_embedding] [batch_size] [flags...]
 # Defaults: True True 65536. Flags after the third argument go to the entry point
-# (python -m benchmark.embedding_collection --help), e.g. --rows-scale 0.25 --iterations 20.
+# (python -m suite.embedding_collection --help), e.g. --rows-scale 0.25 --iterations 20.
 # One process per visible GPU (NCCL); without a GPU, 2 processes on the CPU (gloo).
 # NPROC overrides the process count. The record is appended to --results-file
 # (default results/embedding_collection_results.json).
 # RANK_WRAPPER: a command each rank runs under, e.g. one nsys per rank with --profile nsys:
 #   RANK_WRAPPER='nsys profile --trace=cuda,nvtx --capture-range=cudaProfilerApi
-#     --capture-range-end=stop -o traces/LABEL.rank%q{RANK}' benchmark/benchmark_embedding_collection.sh ... --profile nsys
+#     --capture-range-end=stop -o traces/LABEL.rank%q{RANK}' suite/benchmark_embedding_collection.sh ... --profile nsys
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,7 +40,7 @@ fi
 PYTHON="${PYTHON:-$( [ -x .venv/bin/python ] && echo .venv/bin/python || echo python3 )}"
 
 echo "use_index_dedup=$USE_INDEX_DEDUP use_dynamic_embedding=$USE_DYNAMIC_EMBEDDING batch_size=$BATCH_SIZE processes=$NPROC" >&2
-ENTRY=(-m benchmark.embedding_collection
+ENTRY=(-m suite.embedding_collection
   --use-index-dedup "$USE_INDEX_DEDUP" --use-dynamic-embedding "$USE_DYNAMIC_EMBEDDING"
   --batch-size "$BATCH_SIZE" "$@")
 RUN=("$PYTHON" -m torch.distributed.run --standalone --nnodes 1 --nproc_per_node "$NPROC")

@@ -35,16 +35,13 @@ from embprof.results.timings import BACKENDS, PHASES, timing_entry
 from .backends import Baseline, build_baseline, build_dynamic_tables, load_dyn_rows, reference_rows
 from .configs import BenchmarkConfig, RunOptions
 from .datagen import Batches, generate_batches
+from .errors import BaselineRequired
 from .nvidia import build_nvidia_tables, load_nvidia_rows
-from .results import library_versions, run_provenance
+from .records import library_versions, run_provenance
 
 CORRECTNESS_ATOL = 1e-4  # fp32, as the reference system's correctness mode
 CORRECTNESS_RTOL = 1e-3
 PROGRESS_MIN_ITERATIONS = 20
-
-
-class BaselineRequired(RuntimeError):
-    """Correctness mode needs a backend beside dyn, and none can run this config."""
 
 
 # Correctness mode: how each backend that does not give the starting rows receives them.

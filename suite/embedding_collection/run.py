@@ -31,12 +31,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from benchmark.results import library_versions
-from benchmark.runner import Stopwatch
 from dynemb.ranges import emit_range
 from embprof.atomic import write_text
 from embprof.labels import sanitize_label
+from suite.records import library_versions
+from suite.runner import Stopwatch
 
+from ..errors import ECConfigError
 from .backends import (
     Backend,
     build_dynamic,
@@ -44,7 +45,7 @@ from .backends import (
     table_bytes_per_rank,
     torchrec_skip_reason,
 )
-from .config import ConfigError, ECConfig, check_world, parse_config
+from .config import ECConfig, check_world, parse_config
 from .data import make_batches
 from .records import append_record
 
@@ -66,16 +67,16 @@ class Rank:
 
 
 def rank_from_env() -> Rank:
-    """Where torchrun placed this process; ConfigError when not launched by torchrun."""
+    """Where torchrun placed this process; ECConfigError when not launched by torchrun."""
     missing = [v for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK") if v not in os.environ]
     if missing:
-        raise ConfigError(
-            f"run under torchrun (benchmark/benchmark_embedding_collection.sh); {', '.join(missing)} not set"
+        raise ECConfigError(
+            f"run under torchrun (suite/benchmark_embedding_collection.sh); {', '.join(missing)} not set"
         )
     local_rank = int(os.environ["LOCAL_RANK"])
     if torch.cuda.is_available():
         if local_rank >= torch.cuda.device_count():
-            raise ConfigError(
+            raise ECConfigError(
                 f"local rank {local_rank} has no GPU ({torch.cuda.device_count()} visible)"
             )
         torch.cuda.set_device(local_rank)
@@ -99,7 +100,7 @@ def check_memory(cfg: ECConfig, where: Rank) -> None:
     need = table_bytes_per_rank(cfg, where.world_size)
     have = torch.cuda.get_device_properties(where.device).total_memory
     if need > MEMORY_HEADROOM * have:
-        raise ConfigError(
+        raise ECConfigError(
             f"one rank's tables need {need / 2**30:.1f} GiB, over {MEMORY_HEADROOM:.0%} of the GPU's "
             f"{have / 2**30:.1f} GiB; use more GPUs, --rows-scale, or a lighter --optimizer"
         )
@@ -291,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
         where = rank_from_env()
         check_world(cfg, where.world_size)
         check_memory(cfg, where)
-    except ConfigError as exc:
+    except ECConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     init: dict[str, Any] = {

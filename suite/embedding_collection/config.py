@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ECConfigError
+
 DLRM_CRITEO_ROWS = (
     45833188, 36746, 17245, 7413, 20243, 3, 7114, 1441, 62, 29275261, 1572176, 345138, 10,
     2209, 11267, 128, 4, 974, 14, 48937457, 11316796, 40094537, 452104, 12606, 104, 35,
@@ -21,10 +23,6 @@ DLRM_CRITEO_ROWS = (
 OPTIMIZERS = ("exact_sgd", "adam", "exact_adagrad", "exact_row_wise_adagrad")
 PROFILERS = ("none", "torch", "nsys")
 DEFAULT_RESULTS = Path("results/embedding_collection_results.json")
-
-
-class ConfigError(ValueError):
-    """A flag value that cannot run; the message is shown as one line."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +94,7 @@ def int_list(value: str) -> tuple[int, ...]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m benchmark.embedding_collection",
+        prog="python -m suite.embedding_collection",
         description="Row-wise sharded EmbeddingCollection training step: dynamic tables or TorchRec's, under torchrun.",
     )
     p.add_argument(
@@ -182,23 +180,23 @@ def scaled_rows(rows: tuple[int, ...], scale: float) -> tuple[int, ...]:
 
 
 def parse_config(argv: list[str] | None = None) -> ECConfig:
-    """Flags -> config; :class:`ConfigError` for combinations no run can use."""
+    """Flags -> config; :class:`ECConfigError` for combinations no run can use."""
     a = build_parser().parse_args(argv)
     rows = a.num_embeddings_per_feature
     hot = a.multi_hot_sizes if a.multi_hot_sizes is not None else (10,) * len(rows)
     if len(hot) != len(rows):
-        raise ConfigError(f"--multi-hot-sizes has {len(hot)} values for {len(rows)} features")
+        raise ECConfigError(f"--multi-hot-sizes has {len(hot)} values for {len(rows)} features")
     for name in ("batch_size", "embedding_dim", "iterations", "profile_iterations", "timeout_s"):
         if getattr(a, name) <= 0:
-            raise ConfigError(
+            raise ECConfigError(
                 f"--{name.replace('_', '-')} must be positive, got {getattr(a, name)}"
             )
     if a.warmup < 0:
-        raise ConfigError(f"--warmup must be >= 0, got {a.warmup}")
+        raise ECConfigError(f"--warmup must be >= 0, got {a.warmup}")
     if not 0 < a.rows_scale <= 1:
-        raise ConfigError(f"--rows-scale must be in (0, 1], got {a.rows_scale}")
+        raise ECConfigError(f"--rows-scale must be in (0, 1], got {a.rows_scale}")
     if a.profile == "torch" and a.trace_dir is None:
-        raise ConfigError("--profile torch needs --trace-dir")
+        raise ECConfigError("--profile torch needs --trace-dir")
     return ECConfig(
         use_index_dedup=a.use_index_dedup,
         use_dynamic_embedding=a.use_dynamic_embedding,
@@ -226,6 +224,6 @@ def parse_config(argv: list[str] | None = None) -> ECConfig:
 
 def check_world(cfg: ECConfig, world_size: int) -> None:
     if cfg.batch_size % world_size:
-        raise ConfigError(
+        raise ECConfigError(
             f"--batch-size {cfg.batch_size} is not divisible by the {world_size} ranks"
         )

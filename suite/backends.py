@@ -1,4 +1,4 @@
-"""The backends under test, built from one config (NVIDIA's ``nv`` in :mod:`benchmark.nvidia`).
+"""The backends under test, built from one config (NVIDIA's ``nv`` in :mod:`suite.nvidia`).
 
 ``dyn``: dynemb's BatchedDynamicEmbeddingTables. ``trc``: fbgemm_gpu's
 SplitTableBatchedEmbeddingBagsCodegen (TBE), the kernel TorchRec runs, placed

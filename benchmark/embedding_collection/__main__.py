@@ -1,7 +1,0 @@
-"""``torchrun ... -m benchmark.embedding_collection [flags]``: one rank of the benchmark."""
-
-import sys
-
-from .run import main
-
-sys.exit(main())
