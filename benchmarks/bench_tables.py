@@ -56,7 +56,7 @@ CONFIGS = {
     for storage in ("gpu", "caching", "hybrid", "host")
     for name, optimizer in (("sgd", EmbOptimType.EXACT_SGD), ("adam", EmbOptimType.ADAM))
 }
-OFF_DEVICE = ("hybrid", "host")
+OFF_DEVICE = ("caching", "hybrid", "host")  # storage modes whose steps move rows over the link
 COPY_BYTES = 1 << 30
 
 
@@ -262,10 +262,19 @@ def copy_peaks(device: torch.device) -> dict[str, float] | None:
 
 
 def host_traffic(module: BatchedDynamicEmbeddingTables, work: Workload, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> tuple[float, float]:
-    """Mean (read, written) host-row bytes of the timed iterations' batches, for the rows as training left them."""
+    """Mean (read, written) host-row bytes per step of the timed iterations' batches, counted on the device
+    (``count_host_traffic``) over an untimed replay of those steps after the timed ones (counting adds launches
+    the timed steps must not pay): every move a step makes, a cache's misses and write-backs included."""
     steps = [batches[step % len(batches)] for step in range(work.warmup, work.warmup + work.iterations)]
-    totals = [module.host_traffic(ids, offsets) for ids, offsets in steps]
-    return sum(r for r, _ in totals) / len(totals), sum(w for _, w in totals) / len(totals)
+    grad = torch.full((work.tables * work.batch, work.dim), 1e-3, device=work.device)
+    module.count_host_traffic()
+    module.reset_host_stats()
+    with torch.autograd.set_multithreading_enabled(False):
+        for ids, offsets in steps:
+            module(ids, offsets).backward(grad)
+    stats = module.host_stats()
+    module.count_host_traffic(False)
+    return stats["bytes_in"] / len(steps), stats["bytes_out"] / len(steps)
 
 
 def run(work: Workload, names: list[str], profile_host: bool = False, profile_kernels: bool = False) -> list[dict]:

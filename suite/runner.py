@@ -305,16 +305,25 @@ def time_phases(work: Workload, repeat: str = "") -> dict[str, PhaseTimes]:
     return times
 
 
-def host_traffic(work: Workload, iterations: int) -> dict[str, float]:
-    """dyn's host rows and bytes each way per timed train iteration (``dynemb``'s ``host_stats``, counted on
-    the device since the last reset, read here once), as the record's ``HOST_TRAFFIC_FIELDS``; none for a
+def host_traffic(work: Workload) -> dict[str, float]:
+    """dyn's host rows and bytes each way per train iteration (the record's ``HOST_TRAFFIC_FIELDS``), counted
+    on the device (``dynemb``'s ``count_host_traffic``) over one more training pass of the batches, untimed and
+    dyn's alone, after the timed ones: counting launches a few kernels per step, which the timed steps must
+    not pay, and the cache then holds what the timed passes left, as their own steady state did. None for a
     config whose dyn tables keep every row on the device."""
-    dyn = work.backends[0].module
-    if all(dyn.storage_mode(t) is StorageMode.GPU for t in range(dyn.num_tables)):
+    dyn = work.backends[0]
+    module = dyn.module
+    if all(module.storage_mode(t) is StorageMode.GPU for t in range(module.num_tables)):
         return {}
-    stats = dyn.host_stats()
+    module.count_host_traffic()
+    module.reset_host_stats()
+    for i in range(len(work.batches)):
+        out = dyn.forward(work.batches.indices[i], work.batches.offsets[i])
+        backward(out, work.grads.like(out))
+    stats = module.host_stats()
+    module.count_host_traffic(False)
     names = ("rows_in", "rows_out", "bytes_in", "bytes_out")
-    return {field: stats[name] / iterations for field, name in zip(HOST_TRAFFIC_FIELDS, names, strict=True)}
+    return {field: stats[name] / len(work.batches) for field, name in zip(HOST_TRAFFIC_FIELDS, names, strict=True)}
 
 
 def make_record(
@@ -373,11 +382,10 @@ def run_timing(cfg: BenchmarkConfig, opts: RunOptions) -> dict[str, Any]:
     provenance = run_provenance(opts.checkout, pick_device())
     work = prepare(cfg, opts)
     warm_up(work)
-    work.backends[0].module.reset_host_stats()  # the timed iterations' traffic only (read once, after them)
     repeats = [
         time_phases(work, f" {r + 1}/{opts.repeats}" if opts.repeats > 1 else "") for r in range(opts.repeats)
     ]
-    traffic = host_traffic(work, len(work.batches) * opts.repeats)
+    traffic = host_traffic(work)
     # What the run used: a kernel that failed to compile shows now, and so do --cpu-threads.
     provenance["kernel_path"] = kernel_path(work.device)
     provenance["torch_threads"] = torch.get_num_threads()

@@ -187,27 +187,31 @@ def test_a_record_carries_the_host_traffic_fields_all_or_none(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("suite", ["TestGpu", "TestCaching"])
-def test_the_timed_iterations_host_traffic_goes_into_the_record(monkeypatch: pytest.MonkeyPatch, suite: str) -> None:
-    """Per timed train iteration, counted from the reset after warm-up; a config of GPU rows has none."""
+def test_a_counted_pass_host_traffic_goes_into_the_record(monkeypatch: pytest.MonkeyPatch, suite: str) -> None:
+    """Per train iteration, counted over an untimed pass after the timed ones (the timed steps count nothing); a
+    config of GPU rows has none."""
     from dataclasses import replace
 
+    from embprof.results.records import HOST_TRAFFIC_FIELDS
     from suite import runner
     from suite.configs import RunOptions
-    from embprof.results.records import HOST_TRAFFIC_FIELDS
 
     monkeypatch.setattr(runner, "pick_device", lambda: CPU)
     cfg = replace(suite_configs(suite, PRESETS["smoke"])[0], num_iterations=2)
     work = runner.prepare(cfg, RunOptions(left_out={"trc": "--no-torchrec"}))
     runner.warm_up(work)
-    work.backends[0].module.reset_host_stats()
+    dyn = work.backends[0].module
     repeats = [runner.time_phases(work) for _ in range(2)]
-    stats = work.backends[0].module.host_stats()
-    record = runner.make_record(work, repeats, PROVENANCE, runner.host_traffic(work, 4))
+    assert set(dyn.host_stats().values()) == {0}
+    record = runner.make_record(work, repeats, PROVENANCE, runner.host_traffic(work))
+    stats = dyn.host_stats()
     if suite == "TestGpu":
         assert not set(HOST_TRAFFIC_FIELDS) & set(record)
         return
     assert list(record)[-4:] == list(HOST_TRAFFIC_FIELDS)
-    assert record["dyn_host_rows_in_per_iter"] == stats["rows_in"] / 4 and record["dyn_host_bytes_out_per_iter"] == stats["bytes_out"] / 4
+    iterations = len(work.batches)
+    assert record["dyn_host_rows_in_per_iter"] == stats["rows_in"] / iterations
+    assert record["dyn_host_bytes_out_per_iter"] == stats["bytes_out"] / iterations
     assert record["dyn_host_bytes_in_per_iter"] > 0 and record["dyn_host_rows_out_per_iter"] > 0
 
 

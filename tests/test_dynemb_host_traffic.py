@@ -26,8 +26,9 @@ DIM = 4
 CACHE_ROWS = 8  # one bucket: an insert's victims are the bucket's ids the batch does not use
 
 
-def _tables(device: str, optimizer: EmbOptimType, storage: str, drawn: bool = True) -> BatchedDynamicEmbeddingTables:
-    """One table; ``drawn`` False: a NORMAL initializer, which kernels cannot draw inline (the path that syncs)."""
+def _tables(device: str, optimizer: EmbOptimType, storage: str, drawn: bool = True, count: bool = True) -> BatchedDynamicEmbeddingTables:
+    """One table, counting its host traffic unless ``count`` is False; ``drawn`` False: a NORMAL initializer, which
+    kernels cannot draw inline (the path that syncs)."""
     width = DIM + state_width(optimizer, DIM)
     hbm = {"gpu": None, "caching": CACHE_ROWS * width * 4, "host": 0}[storage]
     options = DynamicEmbTableOptions(
@@ -36,6 +37,8 @@ def _tables(device: str, optimizer: EmbOptimType, storage: str, drawn: bool = Tr
     )
     tables = BatchedDynamicEmbeddingTables([options], optimizer, PoolingMode.NONE, device=device, learning_rate=0.1)
     assert tables.storage_mode(0).value == storage
+    if count:
+        tables.count_host_traffic()
     return tables
 
 
@@ -126,3 +129,27 @@ def test_a_prefetch_counts_what_the_step_then_does_not(device: str) -> None:
         prefetching.prefetch(ids, torch.arange(ids.numel() + 1, device=ids.device))
         _step(prefetching, ids)
     assert eager.host_stats() == prefetching.host_stats() and eager.host_stats()["rows_out"] > 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("storage", ["caching", "host"])
+def test_steps_count_nothing_and_launch_nothing_for_it_unless_asked(device: str, storage: str) -> None:
+    """Counting is a few launches per step: off by default, so a training step pays for it only when asked."""
+    from dynemb.kernels.launches import counting
+
+    silent, counted = (_tables(device, EmbOptimType.EXACT_SGD, storage, count=False) for _ in range(2))
+    batches = _batches(device, count=4)
+    for ids in batches[:-1]:
+        _step(silent, ids)
+        _step(counted, ids)
+    counted.count_host_traffic()
+    with counting() as off:
+        _step(silent, batches[-1])
+    with counting() as on:
+        _step(counted, batches[-1])
+    assert set(silent.host_stats().values()) == {0} and counted.host_stats()["rows_in"] > 0
+    assert on.total > off.total and on.triton == off.triton
+    counted.count_host_traffic(False)
+    counted.reset_host_stats()
+    _step(counted, batches[0])
+    assert set(counted.host_stats().values()) == {0}

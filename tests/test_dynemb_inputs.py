@@ -69,7 +69,6 @@ READS = {
     "size": lambda tables: tables.size(0),
     "cache_stats": lambda tables: tables.cache_stats(),
     "host_stats": lambda tables: tables.host_stats(),
-    "host_traffic": lambda tables: tables.host_traffic(*GOOD),
 }
 
 

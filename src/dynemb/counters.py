@@ -61,8 +61,10 @@ class HostTraffic:
     The link between host and GPU bounds a step whose rows are in host memory (a cache's misses and
     write-backs, HYBRID and HOST rows read and stepped in place), so a user needs to know how much crosses
     it; counting it on the host would make every step wait for the device. Each count is a reduction the
-    step launches beside its own kernels (none in a group without host rows), added into ``values``, read
-    once when asked (``totals``). Three kinds, by what a moved row carries: ``EMB_IN`` the embedding only
+    step launches beside its own kernels, added into ``values``, read once when asked (``totals``). Those
+    reductions are a few small launches each, which a launch-bound step would pay for every batch, so a
+    group counts only while ``on`` (``BatchedDynamicEmbeddingTables.count_host_traffic``): a benchmark
+    counts an untimed pass, and training pays nothing. Three kinds, by what a moved row carries: ``EMB_IN`` the embedding only
     (``dim`` floats: a lookup's read of a host row), ``ROW_IN`` and ``ROW_OUT`` the whole row (``width``
     floats, embedding and optimizer state: a miss brought into the cache, a row the update reads and writes
     back, an evictee or a new id written to storage). Each row is counted once per move, as the fewest
@@ -74,6 +76,7 @@ class HostTraffic:
     def __init__(self, dim: int, width: int, device: torch.device) -> None:
         self.dim, self.width = dim, width
         self.values = torch.zeros(3, dtype=torch.int64, device=device)
+        self.on = False  # the steps' count sites launch nothing unless it is set
 
     def add(self, kind: int, count: torch.Tensor | int) -> None:
         """Count ``count`` rows (a device scalar: no host read) of ``kind``."""

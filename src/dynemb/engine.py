@@ -135,11 +135,6 @@ class Engine:
         for (group, _), (plan, placement) in zip(self.groups, plans, strict=True):
             group.apply_gradients(plan, placement.take(grad_output).contiguous(), self.pooling, self.step)
 
-    def host_traffic(self, indices: torch.Tensor, layout: BatchLayout) -> tuple[int, int]:
-        """(read, written) bytes of host rows a training step of this batch moves (``TableGroup.host_traffic``)."""
-        totals = [group.host_traffic(self._part(indices, layout, g, tables)[0]) for g, (group, tables) in enumerate(self.groups)]
-        return sum(read for read, _ in totals), sum(written for _, written in totals)
-
     def host_stats(self) -> dict[str, int]:
         """Host rows and bytes the training steps moved each way since the last reset (``HostTraffic``), all
         groups together: one host read."""
@@ -153,6 +148,10 @@ class Engine:
     def reset_host_stats(self) -> None:
         for group, _ in self.groups:
             group.traffic.reset()
+
+    def count_host_traffic(self, on: bool) -> None:
+        for group, _ in self.groups:
+            group.traffic.on = on and group.counts_traffic
 
     def host_counts(self) -> list[int]:
         """What a step changes of the host's own counts: the step, and each group's (``TableGroup.host_counts``)."""

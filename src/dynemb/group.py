@@ -213,7 +213,7 @@ class TableGroup:
         fresh = self._fresh_target(per_index, found.slots)
         with op_range(self.insert_op):
             self.chain.insert_new(found, batch.indices, access, self.evictions, self.initializer.draws, self.state_fill, fresh)
-        if self.cache is None and self.counts_traffic:  # a cache counts its own insert's rows (``CachedTier``)
+        if self.cache is None and self.counts_traffic and self.traffic.on:  # a cache counts its own insert's rows
             at, valid = new_ids(found)
             self.traffic.add(HostTraffic.ROW_OUT, (valid & (found.slots[at] >= self.storage.host_from)).sum())
         with op_range("gather_embedding"):
@@ -231,7 +231,7 @@ class TableGroup:
             return per_index
         with op_range("segmented_unique"):
             ordered = torch.sort(slots.to(self.front.slot_dtype))
-        if count:
+        if count and self.traffic.on:
             self.traffic.add(HostTraffic.EMB_IN, distinct_from(ordered.values, self.front.host_from))
         with op_range("gather_embedding"):
             return self.front.gather_unique(*ordered, self.dim)
@@ -292,7 +292,7 @@ class TableGroup:
             # Host rows: each distinct row read once, by the slots' sort (which backward reuses).
             with op_range("segmented_unique"):
                 ordered = torch.sort(slots.to(front.slot_dtype))
-            if touch:
+            if touch and self.traffic.on:
                 self.traffic.add(HostTraffic.EMB_IN, distinct_from(ordered.values, front.host_from))
             with op_range("gather_embedding"):
                 per_index = front.gather_unique(*ordered, self.dim)
@@ -335,7 +335,7 @@ class TableGroup:
             spilled = self._write_back(evicted, table, new_keys, new_slots, fresh, scores, stored)
         with op_range("store_to_flat"):
             self.front.scatter(new_slots, fresh)
-        if self.front.host_from is not None:
+        if self.front.host_from is not None and self.traffic.on:
             self.traffic.add(HostTraffic.ROW_OUT, (new_slots >= self.front.host_from).sum())
         slots[missing] = new_slots[inverse]
         # Ids whose bucket was full of this batch's ids (slot -1) are used with these values.
@@ -358,6 +358,7 @@ class TableGroup:
         with op_range("storage_find"):
             stored = self.storage.find(keys, table)
             rows = self.storage.gather(stored)
+        if self.traffic.on:
             self.traffic.add(HostTraffic.ROW_IN, (stored >= 0).sum())
         with op_range("initializer"):
             rows = torch.where((stored >= 0).unsqueeze(1), rows, self._initial_rows(keys, table))
@@ -378,7 +379,8 @@ class TableGroup:
             return False
         with op_range("load_from_flat"):
             leaving = self.front.gather(evicted.slots[real])
-        self.traffic.add(HostTraffic.ROW_OUT, real.numel() + outside.numel())
+        if self.traffic.on:
+            self.traffic.add(HostTraffic.ROW_OUT, real.numel() + outside.numel())
         with op_range("storage_insert"):
             keys = torch.cat([evicted.keys[real], keys[outside]])
             order = torch.sort(keys, stable=True).indices
@@ -443,7 +445,7 @@ class TableGroup:
         optimizer = self.counters.optimizer(self.optimizer, self.params, step)
         with op_range("optimizer_update_fused"):
             updated.reduce_and_update(*ordered, index_grads, optimizer)
-        if updated.host_from is not None:
+        if updated.host_from is not None and self.traffic.on:
             self.traffic.updated(ordered[0], updated.host_from)
         if self.cache is not None and not self.on_device and (plan.spilled or stale):
             with op_range("optimizer_update_fused"):
@@ -453,17 +455,8 @@ class TableGroup:
                     stored = self.storage.find(batch.indices[outside], self._table_of(outside, batch))
                     stored, order = torch.sort(stored)
                     self.storage.reduce_and_update(stored, order, index_grads[outside], optimizer)
-                    self.traffic.updated(stored, 0)
-
-    def host_traffic(self, batch: GroupBatch) -> tuple[int, int]:
-        """Bytes a training step of ``batch`` reads from and writes to host memory for the rows stored now
-        (forward reads each distinct host row's embedding, backward reads and writes its whole row). The
-        first tier only: a cache's misses and write-backs depend on what the step evicts."""
-        if self.front.device_only:
-            return 0, 0
-        slots, _ = self.front.find_batch(batch)
-        host = self.front.host_rows(slots)
-        return host * (self.dim + self.width) * 4, host * self.width * 4
+                    if self.traffic.on:
+                        self.traffic.updated(stored, 0)
 
     # --- one table at a time: export, load, sizes --------------------------------------------------------
 

@@ -30,7 +30,7 @@ class BatchedDynamicEmbeddingTables(nn.Module):
     made on the device and kept there: the first failure since the last read is raised,
     with the message an eager check gives, by ``check_inputs`` (which a training loop may
     call every N steps) and at points that read the device anyway or do not run in a step:
-    ``export_table``, ``load_table``, ``size``, ``cache_stats``, ``host_stats``, ``host_traffic``, and the
+    ``export_table``, ``load_table``, ``size``, ``cache_stats``, ``host_stats``, and the
     first eval forward after training (an eval loop reads once; its own batches wait for
     the next read point). Until then a bad batch runs on safe offsets (garbage out, nothing
     out of bounds). On the CPU they raise at once.
@@ -108,14 +108,6 @@ class BatchedDynamicEmbeddingTables(nn.Module):
         with emit_range("dynamicemb_prefetch"):
             self.engine.prefetch(indices, layout)
 
-    def host_traffic(self, indices: torch.Tensor, offsets: torch.Tensor) -> tuple[int, int]:
-        """(read, written) bytes of host-resident rows a training step of this batch would move between host and
-        device memory, for the ids stored now: each distinct host row's embedding in forward, its whole row
-        (with optimizer state) read and written in backward. A cache's misses and write-backs are not counted."""
-        layout = self._check(indices, offsets, [])
-        self.check_inputs()
-        return self.engine.host_traffic(indices, layout)
-
     def _check(self, indices: torch.Tensor, offsets: torch.Tensor, lookups: list[int]) -> BatchLayout:
         """``check_batch`` of a batch that the groups ``lookups`` look up."""
         return check_batch(indices, offsets, self.num_tables, self._checks, self.training, lookups, self.engine.needs_safe_offsets)
@@ -162,9 +154,17 @@ class BatchedDynamicEmbeddingTables(nn.Module):
             for counter in (group.hits, group.misses, group.evictions):
                 counter.zero_()
 
+    def count_host_traffic(self, on: bool = True) -> None:
+        """Count the host rows the training steps move (``host_stats``) from now on, or stop counting (the
+        default state: each count is a few small launches per step, so only a pass meant to be counted should
+        pay for it). Graphs captured before are dropped, so that replayed steps count as eager ones do."""
+        self.engine.count_host_traffic(on)
+        if self.graphs is not None:
+            self.graphs = StepGraphs(self)
+
     def host_stats(self) -> dict[str, int]:
-        """Host rows the training steps (prefetches included) moved between host and device memory since the
-        last ``reset_host_stats``, counted on the device and read here (one host sync): ``rows_in`` and
+        """Host rows the training steps (prefetches included) moved between host and device memory while
+        counted (``count_host_traffic``) since the last ``reset_host_stats``, read here (one host sync): ``rows_in`` and
         ``bytes_in`` read from host memory (a cache's misses brought in whole, with their optimizer state; the
         embedding of each distinct host row a HYBRID or HOST lookup reads; each host row the update reads),
         ``rows_out`` and ``bytes_out`` written to it (evictees and ids a cache could not place, new ids stored

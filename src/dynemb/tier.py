@@ -148,10 +148,6 @@ class Tier:
         """Sum each id's gradient rows (its slot's run in ``sorted_slots``) and step its row once, in place."""
         self._rows.reduce_and_update(sorted_slots, order, index_grads, optimizer)
 
-    def host_rows(self, slots: torch.Tensor) -> int:
-        """Distinct rows in host memory among ``slots`` (a host read)."""
-        return int(torch.unique(slots[slots >= self._rows.split]).numel())
-
     # --- inserting and reading whole tables --------------------------------------------------------------
 
     def insert_sorted(
@@ -263,7 +259,8 @@ class CachedTier:
             self.storage.plan_new(stored, evicted)
             self.storage.write_new(stored, out_keys, there, draws, state_fill, None, self.cache.source(leaving, carry=True))
         self.cache.write_new(found, keys, access, draws, state_fill, fresh, self.storage.source(found.outer, False, stored.slots, self.base))
-        self._count(found, stored, leaving, fill=fresh is not None)
+        if self.traffic.on:
+            self._count(found, stored, leaving, fill=fresh is not None)
 
     def _count(self, found: Found, stored: Found, leaving: torch.Tensor, fill: bool) -> None:
         """The rows an insert moved, counted without a host read: out, each evictee the storage took and each
