@@ -363,35 +363,40 @@ class _Round:
         head (-1 when its work is not counted), its op (-1: none) and its slot (-1: none).
 
         A counted range's slot is its iteration and its span; an uncounted one's is its span's
-        (that span's end still takes its work's), with the span's iteration."""
+        (that span's end still takes its work's), with the span's iteration. Nearly every range
+        lies in its iteration's span: its slot is the span's, found once per span."""
         n, up = self.n, self.up
         own = np.append(np.flatnonzero(self.ctx_of[:n] == np.arange(n)), n)
         self.head = np.full(n + 1, -1, np.int64)
         self.slot_of = np.full(n + 1, -1, np.int64)
         self.iteration_of = np.full(n + 1, -1, np.int64)  # of a counted range (what borrow compares)
         self.op = up[OP]
-        brange = up[BACKEND][own]
-        span = np.where(brange >= 0, self.span[brange], -1)
-        if self.ctx.layout == "default":
-            # A span's iteration: the one around its backend range (numbered: it started before the span).
-            iteration = np.where(span >= 0, self.ordinal[up[ITERATION][brange]], -1)
-            cfg, it = up[CONFIG][own], up[ITERATION][own]
-            backend, phase = up[UP_BACKEND][own], up[UP_PHASE][own]
-            counted = (cfg >= 0) & (it >= 0) & (backend >= 0) & (phase >= 0)
-            counted[counted] = up[CONFIG][it[counted]] == cfg[counted]
-            # An iteration not numbered yet starts at or after the frontier: no call of this round lies in it.
-            counted[counted] = self.ordinal[it[counted]] >= 0
-            iteration[counted] = self.ordinal[it[counted]]
-            self.iteration_of[own[counted]] = iteration[counted]
-            slotted = counted | (span >= 0)
-            self.slot_of[own[slotted]] = self.ctx.slot_ids(iteration[slotted], span[slotted])
-            own, cfg, backend, phase = own[counted], cfg[counted], backend[counted], phase[counted]
-            label = self.labels_of(cfg)
-        else:
+        if self.ctx.layout != "default":
             label = np.full(len(own), self.ctx.labels.code(ANY_LABEL), np.int64)  # the trace's one label
             backend = phase = np.zeros(len(own), np.int64)
             self.slot_of[own] = self.ctx.slot_ids(np.zeros(1, np.int64), np.full(1, -1, np.int64))  # its one iteration
-        self.head[own] = pack_head(label, backend, phase, (up[OP][own] >= 0).astype(np.int64))
+            self.head[own] = pack_head(label, backend, phase, (up[OP][own] >= 0).astype(np.int64))
+            return
+        cfg, it, brange = up[CONFIG][own], up[ITERATION][own], up[BACKEND][own]
+        backend, phase = up[UP_BACKEND][own], up[UP_PHASE][own]
+        counted = (cfg >= 0) & (it >= 0) & (backend >= 0) & (phase >= 0)
+        counted[counted] = up[CONFIG][it[counted]] == cfg[counted]
+        # An iteration not numbered yet starts at or after the frontier: no call of this round lies in it.
+        counted[counted] = self.ordinal[it[counted]] >= 0
+        in_span = (brange >= 0) & (self.span[brange] >= 0)
+        spans = in_span & (~counted | (up[ITERATION][brange] == it))  # their slot: their span's
+        if spans.any():
+            b = self._distinct(brange[spans])
+            self.slot_of[b] = self.ctx.slot_ids(self.ordinal[up[ITERATION][b]], self.span[b])
+            self.slot_of[own[spans]] = self.slot_of[brange[spans]]
+        own, cfg, backend, phase, it, in_span = (
+            own[counted], cfg[counted], backend[counted], phase[counted], it[counted], in_span[counted])
+        self.iteration_of[own] = iteration = self.ordinal[it]
+        odd = np.flatnonzero(self.slot_of[own] < 0)  # counted outside a span of their iteration
+        if len(odd):
+            self.slot_of[own[odd]] = self.ctx.slot_ids(
+                iteration[odd], np.where(in_span[odd], self.span[up[BACKEND][own[odd]]], -1))
+        self.head[own] = pack_head(self.labels_of(cfg), backend, phase, (up[OP][own] >= 0).astype(np.int64))
 
     def _context_threads(self) -> None:
         """The threads (dense codes) that hold a whole context somewhere this round, each with its
