@@ -402,11 +402,12 @@ class _Round:
         """The threads (dense codes) that hold a whole context somewhere this round, each with its
         process: the only threads a call on a thread without one can take its context from."""
         f = self.forest
-        self.thread_process = np.zeros(len(f.threads), np.int64)
-        self.thread_process[f.thread] = self.rows.process[f.order]
+        last = np.searchsorted(f.thread, np.arange(len(f.threads)), side="right") - 1  # sorted by thread
+        self.thread_process = self.rows.process[f.order[last]]
         self.context_threads = np.zeros(0, np.int64)
         if self.ctx.layout == "default" and self.n:
-            self.context_threads = np.unique(f.thread[self.head[:-1] >= 0]).astype(np.int64)
+            held = np.bincount(f.thread[self.head[:-1] >= 0], minlength=len(f.threads))
+            self.context_threads = np.flatnonzero(held).astype(np.int64)
 
     def borrow(self, process: np.ndarray, thread: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For points on threads that hold no whole context of their own: the context the other
