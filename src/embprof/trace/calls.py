@@ -1,6 +1,6 @@
 """What the sweep learned of every runtime call, looked up by the work it launched.
 
-Each call's context id and span id (:mod:`.sweep`) are packed into one int64
+Each call's context id and slot id (:mod:`.sweep`: its iteration and span) are packed into one int64
 and kept under its key, process code * 2**33 + correlation id (CUPTI's ids
 are 32-bit). Correlation ids count up from one per process, so the calls of
 a trace in start order fill a table indexed by key with few holes: 8 bytes
@@ -20,17 +20,17 @@ import numpy as np
 from .codes import KeyCodes, dense_codes
 from .model import CallRows
 
-_SPAN_BITS = 32
+_SLOT_BITS = 32
 _PROCESS_SHIFT = 33
 
 
-def pack(ctx: np.ndarray, span: np.ndarray) -> np.ndarray:
-    """Context and span id (each -1 or more) in one int64 whose lowest bit is set (0: no call)."""
-    return ((ctx.astype(np.int64) + 1) << (_SPAN_BITS + 1)) | ((span.astype(np.int64) + 1) << 1) | 1
+def pack(ctx: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """Context and slot id (each -1 or more) in one int64 whose lowest bit is set (0: no call)."""
+    return ((ctx.astype(np.int64) + 1) << (_SLOT_BITS + 1)) | ((slot.astype(np.int64) + 1) << 1) | 1
 
 
 def _unpack(value: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return value != 0, (value >> (_SPAN_BITS + 1)) - 1, ((value >> 1) & ((1 << _SPAN_BITS) - 1)) - 1
+    return value != 0, (value >> (_SLOT_BITS + 1)) - 1, ((value >> 1) & ((1 << _SLOT_BITS) - 1)) - 1
 
 
 class _Blocks:
@@ -113,7 +113,7 @@ class CollidingCalls(ValueError):
 
 
 class CallStore:
-    """Context and span id of every runtime call, by (process, correlation id)."""
+    """Context and slot id of every runtime call, by (process, correlation id)."""
 
     def __init__(self) -> None:
         self._processes = KeyCodes()
@@ -131,15 +131,15 @@ class CallStore:
         known = self._processes.codes_of_distinct(uniq) if add else self._processes.known(uniq)
         return known[codes]
 
-    def add(self, calls: CallRows, ctx: np.ndarray, span: np.ndarray) -> None:
+    def add(self, calls: CallRows, ctx: np.ndarray, slot: np.ndarray) -> None:
         joinable = calls.corr >= 0
         if not joinable.all():
             calls = CallRows(*(getattr(calls, f)[joinable] for f in ("process", "corr", "thread", "start")))
-            ctx, span = ctx[joinable], span[joinable]
+            ctx, slot = ctx[joinable], slot[joinable]
         if len(calls) == 0:
             return
         keys = (self._process_codes(calls.process, add=True) << _PROCESS_SHIFT) + calls.corr
-        values = pack(ctx, span)
+        values = pack(ctx, slot)
         self._count += len(keys)
         if self._parts or not self._into_table(keys, values):
             self._parts.append((keys, values))
@@ -181,7 +181,7 @@ class CallStore:
         self._keys, self._values = keys, values
 
     def lookup(self, process: np.ndarray, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per work item: whether its call is known, and the call's context id and span id (-1: none)."""
+        """Per work item: whether its call is known, and the call's context id and slot id (-1: none)."""
         pc = self._process_codes(process, add=False)
         key = (pc << _PROCESS_SHIFT) + corr
         valid = (corr >= 0) & (pc >= 0)

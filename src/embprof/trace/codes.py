@@ -74,7 +74,7 @@ class KeyCodes:
 
     The keys seen are kept sorted beside their codes, so a chunk's distinct keys are looked up
     and added with a binary search each, never one by one in Python: a trace of many short
-    iterations has a context per op and iteration, hundreds of thousands of keys. Keys after
+    iterations has a slot per iteration and backend, tens of thousands of keys. Keys after
     every key seen (a new iteration's) are appended in place; others go to a short sorted tail,
     merged into the rest when it has grown to an eighth of it, so a key is moved O(1) times.
     """

@@ -19,10 +19,15 @@ only for the ranges that launched counted work, and interned once: the
 per-launch ranges nested inside ops, often hundreds of thousands of distinct
 names, are classified and then never touched again.
 
-A call's context id names (label, iteration, backend, phase, op or not, stage
-path); its span id names the backend range it ran in, whose end the report
-checks. An iteration range is numbered when it is counted: by start among its
-config's iteration ranges in the trace (the per-op CSV's samples per iteration).
+A call's context id names (label, backend, phase, op or not, stage path): what
+its work is summed under, the same in every iteration, so their number does not
+grow with the iterations. Its slot id names (iteration, span): the config's
+iteration it ran in (the per-op CSV's samples per iteration) and the backend
+range it ran in (its span, whose end the report checks). A range's slot is
+found once per range with a context of its own, as its context is; most
+ranges' iteration is their span's, so a trace has about as many slots as
+spans. An iteration range is numbered when it is counted: by start among its
+config's iteration ranges in the trace.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import pyarrow as pa
 from .arrow import string_array, take
 from .calls import CallStore
 from .classify import BACKEND, CONFIG, ITERATION, OP, OTHER, PATH_CLASSES, PHASE, classify
-from .codes import KeyCodes, StringCodes, dedupe, dense_codes
+from .codes import KeyCodes, StringCodes, dedupe
 from .model import CallRows, RangeRows
 from .nesting import Forest, build_forest, innermost, innermost_of, thread_first
 
@@ -45,7 +50,8 @@ from .nesting import Forest, build_forest, innermost, innermost_of, thread_first
 _CLASS_COLUMNS = (CONFIG, ITERATION, BACKEND, PHASE, OP)
 UP_BACKEND, UP_PHASE = -1, -2
 _PATH_SHIFT = 32
-# A context's head packs (label, iteration), backend (BACKEND_BITS), phase and op-or-not (:func:`pack_head`).
+_SLOT_SHIFT = 33  # a slot's key: iteration << _SLOT_SHIFT | (span + 1)
+# A context's head packs its label, backend (BACKEND_BITS), phase and op-or-not (:func:`pack_head`).
 BACKEND_BITS = 2
 BACKEND_SLOTS = 1 << BACKEND_BITS
 _HEAD_BITS = BACKEND_BITS + 2
@@ -66,11 +72,12 @@ class Contexts:
 
     Paths: id 0 is the empty path; path ``p > 0`` is ``path_parent[p]`` then
     the name ``names.strings[path_name[p]]``. A context ``c`` is
-    ``ctx_label[c]`` (an index into ``labels``), ``ctx_iteration[c]`` (the
-    config's iteration in this trace, 0-based in start order; 0 in layout any),
-    ``ctx_backend[c]``, ``ctx_phase[c]``, ``ctx_has_op[c]`` and ``ctx_path[c]``
-    (the op's own path when it has an op, else the innermost range's). A span is
-    a backend range inside an iteration of its own config.
+    ``ctx_label[c]`` (an index into ``labels``), ``ctx_backend[c]``,
+    ``ctx_phase[c]``, ``ctx_has_op[c]`` and ``ctx_path[c]`` (the op's own path
+    when it has an op, else the innermost range's). A span is a backend range
+    inside an iteration of its own config. A slot ``s`` is
+    ``slot_iteration[s]`` (the config's iteration in this trace, 0-based in
+    start order; 0 in layout any) and ``slot_span[s]`` (-1: none).
     """
 
     layout: str
@@ -79,7 +86,6 @@ class Contexts:
     path_parent: list[int] = field(default_factory=lambda: [-1])
     path_name: list[int] = field(default_factory=lambda: [-1])
     ctx_label: list[int] = field(default_factory=list)
-    ctx_iteration: list[int] = field(default_factory=list)
     ctx_backend: list[int] = field(default_factory=list)
     ctx_phase: list[int] = field(default_factory=list)
     ctx_has_op: list[bool] = field(default_factory=list)
@@ -90,16 +96,24 @@ class Contexts:
     span_backend: list[int] = field(default_factory=list)
     span_start: list[int] = field(default_factory=list)
     span_end: list[int] = field(default_factory=list)
+    slot_iteration: list[int] = field(default_factory=list)
+    slot_span: list[int] = field(default_factory=list)
     iterations: dict[int, int] = field(default_factory=dict)
     has_config_names: bool = False
     _paths: KeyCodes = field(default_factory=KeyCodes)
     _ctx: KeyCodes = field(default_factory=KeyCodes)
-    _label_iterations: KeyCodes = field(default_factory=KeyCodes)  # (label << 32 | iteration) -> code
+    _slots: KeyCodes = field(default_factory=KeyCodes)
 
-    def label_iteration_ids(self, label: np.ndarray, iteration: np.ndarray) -> np.ndarray:
-        """One small code per (label, iteration) pair, the part of a context's head that names both."""
-        codes, pairs = dense_codes((label << _PATH_SHIFT) | iteration)  # a few pairs: no sort
-        return self._label_iterations.codes_of_distinct(pairs)[codes]
+    def slot_ids(self, iteration: np.ndarray, span: np.ndarray) -> np.ndarray:
+        """Slot ids of (iteration, span) pairs, new ones added."""
+        uniq, inverse = dedupe((iteration << _SLOT_SHIFT) | (span + 1), INF)
+        before = len(self._slots)
+        ids = self._slots.codes_of_distinct(uniq)
+        if len(self._slots) > before:
+            new = self._slots.keys[before:]
+            self.slot_iteration += (new >> _SLOT_SHIFT).tolist()
+            self.slot_span += ((new & ((1 << _SLOT_SHIFT) - 1)) - 1).tolist()
+        return ids[inverse]
 
     def path_ids(self, parent: np.ndarray, name: np.ndarray) -> np.ndarray:
         """Ids of the paths (parent path, then name), new ones added."""
@@ -114,19 +128,17 @@ class Contexts:
         return ids[inverse]
 
     def context_ids(self, head: np.ndarray, path: np.ndarray) -> np.ndarray:
-        """Context ids of (head, path) pairs, new ones added; ``head`` packs label and iteration
-        (:meth:`label_iteration_ids`), backend, phase and whether there is an op (:func:`pack_head`)."""
+        """Context ids of (head, path) pairs, new ones added; ``head`` packs the label, backend,
+        phase and whether there is an op (:func:`pack_head`)."""
         n_paths = len(self.path_parent)
-        uniq, inverse = dedupe(head * n_paths + path, max(len(self._label_iterations), 1) * (1 << _HEAD_BITS) * n_paths)
+        uniq, inverse = dedupe(head * n_paths + path, max(len(self.labels), 1) * (1 << _HEAD_BITS) * n_paths)
         u_head, u_path = np.divmod(uniq, n_paths)
         before = len(self._ctx)
         ids = self._ctx.codes_of_distinct((u_head << _PATH_SHIFT) | u_path)
         if len(self._ctx) > before:  # the new contexts' parts, unpacked at once
             new = np.array(self._ctx.keys[before:], np.int64)
             head, path = new >> _PATH_SHIFT, new & ((1 << _PATH_SHIFT) - 1)
-            pairs = np.array(self._label_iterations.keys, np.int64)[head >> _HEAD_BITS]
-            self.ctx_label += (pairs >> _PATH_SHIFT).tolist()
-            self.ctx_iteration += (pairs & ((1 << _PATH_SHIFT) - 1)).tolist()
+            self.ctx_label += (head >> _HEAD_BITS).tolist()
             self.ctx_backend += ((head >> 2) & (BACKEND_SLOTS - 1)).tolist()
             self.ctx_phase += ((head >> 1) & 1).tolist()
             self.ctx_has_op += (head & 1).astype(bool).tolist()
@@ -348,48 +360,66 @@ class _Round:
 
     def _heads(self) -> None:
         """Per range that has a context of its own (not a stage leaf; and n, no range): its packed
-        head (-1 when its work is not counted), its op (-1: none) and its span (-1: none)."""
+        head (-1 when its work is not counted), its op (-1: none) and its slot (-1: none).
+
+        A counted range's slot is its iteration and its span; an uncounted one's is its span's
+        (that span's end still takes its work's), with the span's iteration. Nearly every range
+        lies in its iteration's span: its slot is the span's, found once per span."""
         n, up = self.n, self.up
         own = np.append(np.flatnonzero(self.ctx_of[:n] == np.arange(n)), n)
         self.head = np.full(n + 1, -1, np.int64)
+        self.slot_of = np.full(n + 1, -1, np.int64)
+        self.iteration_of = np.full(n + 1, -1, np.int64)  # of a counted range (what borrow compares)
         self.op = up[OP]
-        brange = up[BACKEND]
-        self.span_of = np.where(brange >= 0, self.span[brange], -1)
-        if self.ctx.layout == "default":
-            cfg, it = up[CONFIG][own], up[ITERATION][own]
-            backend, phase = up[UP_BACKEND][own], up[UP_PHASE][own]
-            counted = (cfg >= 0) & (it >= 0) & (backend >= 0) & (phase >= 0)
-            counted[counted] = up[CONFIG][it[counted]] == cfg[counted]
-            # An iteration not numbered yet starts at or after the frontier: no call of this round lies in it.
-            counted[counted] = self.ordinal[it[counted]] >= 0
-            own, cfg, backend, phase, it = own[counted], cfg[counted], backend[counted], phase[counted], it[counted]
-            label, iteration = self.labels_of(cfg), self.ordinal[it]
-        else:
+        if self.ctx.layout != "default":
             label = np.full(len(own), self.ctx.labels.code(ANY_LABEL), np.int64)  # the trace's one label
-            iteration = backend = phase = np.zeros(len(own), np.int64)  # and its one iteration
-        self.head[own] = pack_head(self.ctx.label_iteration_ids(label, iteration), backend, phase,
-                                   (up[OP][own] >= 0).astype(np.int64))
+            backend = phase = np.zeros(len(own), np.int64)
+            self.slot_of[own] = self.ctx.slot_ids(np.zeros(1, np.int64), np.full(1, -1, np.int64))  # its one iteration
+            self.head[own] = pack_head(label, backend, phase, (up[OP][own] >= 0).astype(np.int64))
+            return
+        cfg, it, brange = up[CONFIG][own], up[ITERATION][own], up[BACKEND][own]
+        backend, phase = up[UP_BACKEND][own], up[UP_PHASE][own]
+        counted = (cfg >= 0) & (it >= 0) & (backend >= 0) & (phase >= 0)
+        counted[counted] = up[CONFIG][it[counted]] == cfg[counted]
+        # An iteration not numbered yet starts at or after the frontier: no call of this round lies in it.
+        counted[counted] = self.ordinal[it[counted]] >= 0
+        in_span = (brange >= 0) & (self.span[brange] >= 0)
+        spans = in_span & (~counted | (up[ITERATION][brange] == it))  # their slot: their span's
+        if spans.any():
+            b = self._distinct(brange[spans])
+            self.slot_of[b] = self.ctx.slot_ids(self.ordinal[up[ITERATION][b]], self.span[b])
+            self.slot_of[own[spans]] = self.slot_of[brange[spans]]
+        own, cfg, backend, phase, it, in_span = (
+            own[counted], cfg[counted], backend[counted], phase[counted], it[counted], in_span[counted])
+        self.iteration_of[own] = iteration = self.ordinal[it]
+        odd = np.flatnonzero(self.slot_of[own] < 0)  # counted outside a span of their iteration
+        if len(odd):
+            self.slot_of[own[odd]] = self.ctx.slot_ids(
+                iteration[odd], np.where(in_span[odd], self.span[up[BACKEND][own[odd]]], -1))
+        self.head[own] = pack_head(self.labels_of(cfg), backend, phase, (up[OP][own] >= 0).astype(np.int64))
 
     def _context_threads(self) -> None:
         """The threads (dense codes) that hold a whole context somewhere this round, each with its
         process: the only threads a call on a thread without one can take its context from."""
         f = self.forest
-        self.thread_process = np.zeros(len(f.threads), np.int64)
-        self.thread_process[f.thread] = self.rows.process[f.order]
+        last = np.searchsorted(f.thread, np.arange(len(f.threads)), side="right") - 1  # sorted by thread
+        self.thread_process = self.rows.process[f.order[last]]
         self.context_threads = np.zeros(0, np.int64)
         if self.ctx.layout == "default" and self.n:
-            self.context_threads = np.unique(f.thread[self.head[:-1] >= 0]).astype(np.int64)
+            held = np.bincount(f.thread[self.head[:-1] >= 0], minlength=len(f.threads))
+            self.context_threads = np.flatnonzero(held).astype(np.int64)
 
     def borrow(self, process: np.ndarray, thread: np.ndarray, time: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For points on threads that hold no whole context of their own: the context the other
-        threads of their process hold at ``time`` (a head without the op bit, -1: none), its span,
-        and whether two of those threads hold different contexts (then none is taken).
+        threads of their process hold at ``time`` (a head without the op bit, -1: none), its slot,
+        and whether two of those threads hold different contexts or iterations (then none is taken).
 
         A thread's context at a time is the one its own ranges give there (:meth:`attribute`'s
         rule); the threads that hold any are few (the main thread), so they are looped over.
         """
         head = np.full(len(time), -1, np.int64)
-        span = np.full(len(time), -1, np.int64)
+        slot = np.full(len(time), -1, np.int64)
+        iteration = np.full(len(time), -1, np.int64)
         clash = np.zeros(len(time), bool)
         for code in self.context_threads.tolist():
             key = self.forest.threads[code]
@@ -401,12 +431,14 @@ class _Round:
             rx = self.ctx_of[r]
             theirs = self.head[rx]
             held = theirs >= 0
-            at, theirs, their_span = at[held], theirs[held] & ~1, self.span_of[rx[held]]
+            rx = rx[held]
+            at, theirs, their_slot, their_iteration = at[held], theirs[held] & ~1, self.slot_of[rx], self.iteration_of[rx]
             first = head[at] < 0
-            clash[at[~first & (head[at] != theirs)]] = True
-            head[at[first]], span[at[first]] = theirs[first], their_span[first]
-        head[clash], span[clash] = -1, -1
-        return head, span, clash
+            clash[at[~first & ((head[at] != theirs) | (iteration[at] != their_iteration))]] = True
+            head[at[first]], slot[at[first]] = theirs[first], their_slot[first]
+            iteration[at[first]] = their_iteration[first]
+        head[clash], slot[clash] = -1, -1
+        return head, slot, clash
 
     def _count_ops(self, frontier: int) -> None:
         """Add the host duration of each op range to its context (what its calls' work is counted
@@ -433,20 +465,20 @@ class _Round:
 
     def attribute(self, calls: CallRows) -> tuple[np.ndarray, np.ndarray]:
         """Per call: its context id (-1 when not counted, AMBIGUOUS when its process's threads
-        disagreed on it) and span id (-1 when none)."""
+        disagreed on it) and slot id (-1 when none)."""
         r = innermost(self.forest, calls.thread, calls.start)
         r[r < 0] = self.n
         rx = self.ctx_of[r]  # a stage leaf has its parent's context
         head = self.head[rx]
-        span = self.span_of[rx]
+        slot = self.slot_of[rx]
         ctx = np.full(len(r), -1, np.int64)
         lost = np.flatnonzero(head < 0)
         if len(lost) and len(self.context_threads):
             # The op and stages stay the launching thread's; the context comes from the others.
-            borrowed, their_span, clash = self.borrow(calls.process[lost], calls.thread[lost], calls.start[lost])
+            borrowed, their_slot, clash = self.borrow(calls.process[lost], calls.thread[lost], calls.start[lost])
             got = borrowed >= 0
             head[lost[got]] = borrowed[got] | (self.op[rx[lost[got]]] >= 0)
-            span[lost[got]] = their_span[got]
+            slot[lost[got]] = their_slot[got]
             ctx[lost[clash]] = AMBIGUOUS
         counted = np.flatnonzero(head >= 0)
         head = head[counted]
@@ -454,7 +486,7 @@ class _Round:
         has_op = (head & 1).astype(bool)
         path = self.resolve_paths(np.where(has_op, self.op[rxc], r[counted]))
         ctx[counted] = self.ctx.context_ids(head, path)
-        return ctx, span
+        return ctx, slot
 
 
 def pack_head(label_iteration: np.ndarray, backend: np.ndarray, phase: np.ndarray, has_op: np.ndarray) -> np.ndarray:

@@ -1,11 +1,12 @@
 """Work items joined to their calls' contexts and summed, a chunk at a time.
 
-Each kernel, copy or memset takes the context and span of the runtime call
-with its correlation id (:class:`~embprof.trace.calls.CallStore`); counted
-work is summed per group: its context but for the iteration (its *base*:
-label, backend, phase, op and path) and its kind and name, so a run of many
-short iterations has as few groups as one of few long ones; each group's time
-per iteration is summed beside, as (group, iteration) pairs. The device
+Each kernel, copy or memset takes the context and slot (iteration and span)
+of the runtime call with its correlation id
+(:class:`~embprof.trace.calls.CallStore`); counted work is summed per group:
+its context (label, backend, phase, op and path, the same in every iteration)
+and its kind and name, so a run of many short iterations has as few groups as
+one of few long ones; each group's time per iteration is summed beside, as
+(group, iteration) pairs. The device
 intervals of each (label, backend) are merged into their union as they arrive. The work tables
 are read side by side, the next chunk always from the table that is furthest
 behind in time, so a merged interval that ends before every table's next
@@ -29,7 +30,7 @@ from .sweep import AMBIGUOUS, BACKEND_SLOTS, INF, Contexts, OutOfOrder, rechunk
 ROW_BITS = 40  # first-seen order: table rank, then row within the table
 _KINDS = 3
 _MEMS = 1 + 17 * 32  # memory kind codes (names.memory_kind_code), 0 for kernels
-# What a context is but for its iteration (Contexts.ctx_<name>): its base.
+# What a context is (Contexts.ctx_<name>): its base, numbered by value.
 BASE = ("label", "backend", "phase", "has_op", "path")
 
 
@@ -82,7 +83,7 @@ class WorkTotals:
 
     group_base: np.ndarray  # the group's base: index into ``bases``
     bases: dict[str, np.ndarray]  # per base: its label, backend, phase, has_op and path (the contexts')
-    base_of_ctx: np.ndarray  # per context, its base (contexts of one base differ by iteration only)
+    base_of_ctx: np.ndarray  # per context, its base (its rank among the contexts by value)
     group_name: np.ndarray  # index into ``names``: (kind, name id, memory kind code) triples
     calls: np.ndarray
     total_ns: np.ndarray
@@ -106,13 +107,14 @@ class _Sums:
     def __init__(self, ctx: Contexts, n_spans: int) -> None:
         parts = {name: np.array(getattr(ctx, f"ctx_{name}"), np.int64) for name in BASE}
         self.ctx_lb = parts["label"] * BACKEND_SLOTS + parts["backend"]
-        # A context is its base and an iteration: groups are of bases, time per iteration apart.
+        # Groups are of bases, numbered by value (not by when the sweep met them); time per iteration apart.
         self.base_of_ctx, first = combined_codes(*parts.values()) if self.ctx_lb.size else (
             np.zeros(0, np.int64), np.zeros(0, np.int64))
         self.bases = {name: values[first] for name, values in parts.items()}
         self.n_bases = len(first)
-        self.ctx_iteration = np.array(ctx.ctx_iteration, np.int64)
-        self.n_iter = int(self.ctx_iteration.max(initial=0)) + 1
+        self.slot_iteration = np.array(ctx.slot_iteration, np.int64)
+        self.slot_span = np.append(np.array(ctx.slot_span, np.int64), -1)  # slot -1: no span
+        self.n_iter = int(self.slot_iteration.max(initial=0)) + 1
         self.names, self.groups = KeyCodes(), KeyCodes()
         self.calls = np.zeros(0, np.int64)
         self.total = np.zeros(0, np.float64)
@@ -126,18 +128,19 @@ class _Sums:
         self.samples: list[tuple[np.ndarray, np.ndarray]] = []  # per chunk: (group * n_iter + iteration, ns)
 
     def add(self, w: WorkRows, store: CallStore, first_row: int, watermark: int) -> None:
-        known, ctx, span = store.lookup(w.process, w.corr)
+        known, ctx, slot = store.lookup(w.process, w.corr)
         found = np.flatnonzero(known)
         self.dropped += len(known) - len(found)
         self.found += len(found)
-        ctx, span = ctx[found], span[found]
+        ctx, slot = ctx[found], slot[found]
+        span = self.slot_span[slot]
         end = w.end[found]
         spanned = span >= 0
         if spanned.any():
             np.maximum.at(self.span_end, span[spanned], end[spanned])
         self.ambiguous += int(np.count_nonzero(ctx == AMBIGUOUS))
         counted = ctx >= 0
-        rows, ctx, in_span = found[counted], ctx[counted], span[counted]
+        rows, ctx, in_span, slot = found[counted], ctx[counted], span[counted], slot[counted]
         if len(rows) == 0:
             return
         start, end = w.start[rows], end[counted]
@@ -155,7 +158,7 @@ class _Sums:
         self.calls[gids] += np.bincount(inverse, minlength=len(uniq))
         self.total[gids] += np.bincount(inverse, weights=end - start, minlength=len(uniq))
         # (group, iteration) pairs: a chunk spans few iterations, so they are coded within its window
-        iteration = self.ctx_iteration[ctx]
+        iteration = self.slot_iteration[slot]
         low, groups = int(iteration.min()), len(self.groups)
         window, at = dedupe((iteration - low) * groups + gids[inverse], (int(iteration.max()) - low + 1) * groups)
         it, gid = np.divmod(window, groups)
@@ -170,8 +173,7 @@ class _Sums:
         self.busy.add(self.ctx_lb[ctx], start, end, watermark)
 
     def _grow(self, n: int) -> None:
-        """Room for ``n`` groups; the arrays at least double, so each group is copied O(1) times
-        (a trace of many short iterations has a group per op and iteration)."""
+        """Room for ``n`` groups; the arrays at least double, so each group is copied O(1) times."""
         have = len(self.calls)
         if n > have:
             more = max(n, 2 * have) - have
