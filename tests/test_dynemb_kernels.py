@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import subprocess
 import sys
 
 import pytest
@@ -49,15 +48,13 @@ kernels_here = pytest.mark.skipif(not RUNS_KERNELS, reason="run by test_kernels_
 @pytest.mark.slow
 @pytest.mark.skipif(RUNS_KERNELS, reason="the kernel tests run in this process")
 def test_kernels_under_the_triton_interpreter() -> None:
+    """The child pytest of this file with the interpreter on (started when collection ended: ``interpreted_kernels``)."""
     pytest.importorskip("triton")
-    here = os.path.dirname(__file__)
-    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=os.pathsep.join(filter(None, [here, os.environ.get("PYTHONPATH")])))
-    child = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "triton_bounds", "-k", "not under_the_triton_interpreter", __file__],
-        env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
-    assert " passed" in child.stdout and " failed" not in child.stdout, child.stdout[-2000:]
+    import interpreted_kernels
+
+    returncode, output = interpreted_kernels.result()
+    assert returncode == 0, output[-6000:]
+    assert " passed" in output and " failed" not in output, output[-2000:]
 
 
 @pytest.mark.skipif("triton_bounds" not in sys.modules, reason="checks the interpreter's address check (-p triton_bounds)")
