@@ -349,13 +349,13 @@ def _link_context(records: list[dict[str, Any]], peak: Peak | None, names: Mappi
     table["name"] = [names.get(label, label) for label in table["label"]]
     copies = peak.copy_gbps if peak else {}
     if "pinned->device" in copies and "device->pinned" in copies:
-        against = (f"at {peak.name}'s measured pinned copy peaks, {copies['pinned->device']:,.1f} GB/s host to device"
-                   f" and {copies['device->pinned']:,.1f} GB/s device to host")
+        against = (f"and the ms that takes at {peak.name}'s measured pinned copy peaks, {copies['pinned->device']:,.1f} GB/s"
+                   f" host to device and {copies['device->pinned']:,.1f} GB/s device to host")
     else:
-        against = "no pinned copy peak was measured for this run (no peak_bandwidth.json with copy_gbps): MB only"
+        against = "MB only: no pinned copy peak was measured for this run (no peak_bandwidth.json with copy_gbps)"
     note = (
-        "Host rows dyn's timed train iterations moved each way, per iteration (MB: 10^6 bytes; a cache's misses and"
-        " write-backs, host rows read and stepped in place), and the ms that takes " + against + ". The link ms is"
+        "Host rows dyn's train iterations move each way, per iteration, counted over an untimed pass after the timed"
+        " ones (MB: 10^6 bytes; a cache's misses and write-backs, host rows read and stepped in place), " + against + ". The link ms is"
         " the longer direction (the link carries both at once): the least time the step needs for its host rows;"
         " link % of step is it over dyn's train ms, the distance to the link's limit (100%: the link alone fills the step)."
     )
