@@ -213,7 +213,7 @@ class TableGroup:
         fresh = self._fresh_target(per_index, found.slots)
         with op_range(self.insert_op):
             self.chain.insert_new(found, batch.indices, access, self.evictions, self.initializer.draws, self.state_fill, fresh)
-        if self.cache is None and self.counts_traffic and self.traffic.on:  # a cache counts its own insert's rows
+        if self.cache is None and self.traffic.on:  # a cache counts its own insert's rows (``CachedTier``)
             at, valid = new_ids(found)
             self.traffic.add(HostTraffic.ROW_OUT, (valid & (found.slots[at] >= self.storage.host_from)).sum())
         with op_range("gather_embedding"):

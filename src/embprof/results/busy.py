@@ -16,7 +16,7 @@ from typing import Any
 
 from embprof.atomic import write_text
 from embprof.errors import ContractError
-from embprof.results.jsonfile import read_object
+from embprof.results.jsonfile import is_non_negative, read_object
 
 TIME_SOURCES = ("gpu-kernels", "cpu-leaf-ops")
 # How range_ms_per_iter is measured: from each backend range's start until both the range and the
@@ -135,16 +135,12 @@ def _top_kernels(path: str | os.PathLike[str], raw: Any) -> dict[str, list[TopKe
     for backend, rows in raw.items():
         if not isinstance(rows, list) or not all(
             isinstance(r, dict) and set(r) == set(TOP_KERNEL_FIELDS) and isinstance(r["kernel"], str)
-            and all(_non_negative(r[k]) for k in TOP_KERNEL_FIELDS[1:])
+            and all(is_non_negative(r[k]) for k in TOP_KERNEL_FIELDS[1:])
             for r in rows
         ):
             raise bad
         out[str(backend)] = [TopKernel(r["kernel"], *(float(r[k]) for k in TOP_KERNEL_FIELDS[1:])) for r in rows]
     return out
-
-
-def _non_negative(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
 
 
 def _ms_per_backend(path: str | os.PathLike[str], data: dict, key: str) -> dict[str, float]:
@@ -153,12 +149,7 @@ def _ms_per_backend(path: str | os.PathLike[str], data: dict, key: str) -> dict[
         raise ContractError(f"{path}: {key} must be an object backend -> ms")
     out = {}
     for backend, value in per_backend.items():
-        if (
-            not isinstance(value, (int, float))
-            or isinstance(value, bool)
-            or not math.isfinite(value)
-            or value < 0
-        ):
+        if not is_non_negative(value):
             raise ContractError(f"{path}: {key} of {backend!r} must be a number >= 0, got {value!r}")
         out[str(backend)] = float(value)
     return out

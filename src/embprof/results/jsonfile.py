@@ -1,8 +1,10 @@
-"""Reading a JSON file of the contract: the one place that turns its failures into one line."""
+"""Reading a JSON file of the contract: the one place that turns its failures into one line; and the test of a
+value every such file counts or times with."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from typing import Any
 
@@ -28,3 +30,8 @@ def read_object(path: str | os.PathLike[str], what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ContractError(f"{path}: expected {what} (a JSON object), got {type(data).__name__}")
     return data
+
+
+def is_non_negative(value: Any) -> bool:
+    """A finite number >= 0 as JSON gives it (a boolean is not one): a count, a size or a time in a file."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0

@@ -21,7 +21,7 @@ from embprof.atomic import write_json, write_text
 from embprof.errors import ContractError
 from embprof.exclusive import exclusive
 from embprof.labels import parse_label
-from embprof.results.jsonfile import read_json
+from embprof.results.jsonfile import is_non_negative, read_json
 from embprof.results.provenance import check_provenance
 from embprof.results.timings import check_timing_values, check_timings
 
@@ -36,7 +36,8 @@ RESULT_FIELDS = (
     "timings", "provenance",
 )
 # Since issue 32, and only in records of configs whose dyn tables keep rows in host memory: the host rows dyn's
-# timed training iterations moved each way (``dynemb``'s ``host_stats``), per iteration. Older records lack them.
+# training iterations move each way (``dynemb``'s ``host_stats``, counted over an untimed pass after the timed
+# ones), per iteration. Older records lack them.
 HOST_TRAFFIC_FIELDS = (
     "dyn_host_rows_in_per_iter", "dyn_host_rows_out_per_iter", "dyn_host_bytes_in_per_iter", "dyn_host_bytes_out_per_iter",
 )
@@ -73,7 +74,7 @@ def check_host_traffic(record: dict[str, Any]) -> None:
     """The host traffic fields a record has are counts >= 0 or null (``HOST_TRAFFIC_FIELDS``)."""
     for name in HOST_TRAFFIC_FIELDS:
         value = record.get(name)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0):
+        if value is not None and not is_non_negative(value):
             raise ContractError(f"{name} is {value!r}, not a count per iteration (a number >= 0, or null)")
 
 
