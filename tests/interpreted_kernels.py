@@ -15,13 +15,14 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import IO
 
 HERE = Path(__file__).resolve().parent
 KERNEL_TESTS = HERE / "test_dynemb_kernels.py"
 NODE_NAME = "test_kernels_under_the_triton_interpreter"
 TIMEOUT_S = 600  # a loaded 2-core machine; alone it takes about 2.5 minutes
 
-_child: tuple[subprocess.Popen[bytes], tempfile._TemporaryFileWrapper[bytes]] | None = None
+_child: tuple[subprocess.Popen[bytes], IO[bytes]] | None = None
 
 
 def wanted() -> bool:
