@@ -26,6 +26,7 @@ from dynemb import (
     PoolingMode,
     hashing,
 )
+from dynemb.errors import PartialUpdateError
 from dynemb.hash_table import BucketedHashTable, BucketMap
 from dynemb.hashing import seed_word
 from dynemb.kernels import torch_ops
@@ -520,6 +521,33 @@ def test_a_step_that_failed_after_writing_is_not_rerun(monkeypatch: pytest.Monke
         parts = RowParts(rows, rows, rows.shape[0], rows.shape[0] - 1)
         kernels.reduce_and_update(parts, case["grouped_slots"], case["order"], case["index_grads"], OptimizerArgs.of(EmbOptimType.EXACT_SGD, case["params"], 1, DEVICE))
     assert torch.equal(rows, case["rows"]), "the torch path must not run after a partial update"
+
+
+@kernels_here
+def test_a_later_kernel_that_fails_raises_a_partial_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step's second kernel that cannot run (say, its Triton version cannot compile it) comes after the first
+    wrote: the step raises ``PartialUpdateError``, so the dispatcher never reruns it in torch (which would claim
+    the batch's slots, or fold its offset checks, twice)."""
+    from dynemb.kernels.operands import RECORD_FIRST, RECORD_LAST
+
+    launch = triton_ops._launch
+
+    def failing(kernel, grid, *args, **meta):  # noqa: ANN001, ANN202 - _launch's own signature
+        if kernel in (triton_ops._locate_kernel, triton_ops._safe_offsets_kernel):
+            raise RuntimeError("PassManager::run failed")
+        launch(kernel, grid, *args, **meta)
+
+    monkeypatch.setattr(triton_ops, "_launch", failing)
+    table, stored, _ = _map_table((3, 5), (3, 2), 4, seed=4)
+    indices = torch.cat([stored[:3], torch.arange(500, 506, device=DEVICE)])
+    offsets = torch.tensor([0, 4, 6, 8, indices.numel()], device=DEVICE)
+    access = Access(torch.tensor([7], device=DEVICE), False, *(torch.zeros(2, dtype=torch.int64, device=DEVICE) for _ in range(2)))
+    with pytest.raises(PartialUpdateError, match="_locate_kernel failed after the find claimed"):
+        triton_ops.find_or_claim(table.arrays.with_pending(), indices, None, offsets, 2, access, True, None, 0, None)
+    record = torch.zeros(RECORD_LAST + 1, dtype=torch.int64, device=DEVICE)
+    record[RECORD_FIRST], record[RECORD_LAST] = torch.iinfo(torch.int64).max, -1
+    with pytest.raises(PartialUpdateError, match="_safe_offsets_kernel failed after"):
+        triton_ops.check_offsets(offsets, indices.numel(), record, torch.tensor([1], device=DEVICE), True)
 
 
 def test_each_step_has_one_signature_on_both_paths() -> None:

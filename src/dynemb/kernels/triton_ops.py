@@ -143,6 +143,16 @@ def _launch(kernel: triton.JITFunction, grid: tuple[int, ...], *args: object, **
     )
 
 
+def _launch_after_write(written: str, kernel: triton.JITFunction, grid: tuple[int, ...], *args: object, **meta: object) -> None:
+    """``_launch`` of a step's later kernel, once an earlier one has ``written``: a failure here (say, this
+    kernel does not compile with the installed Triton) raises ``PartialUpdateError``, since rerunning the
+    whole step in torch would apply the first kernel's writes twice."""
+    try:
+        _launch(kernel, grid, *args, **meta)
+    except Exception as error:
+        raise PartialUpdateError(f"{kernel.fn.__name__} failed after {written}: {error}") from error
+
+
 def _launch_hooks() -> tuple[object, object]:
     """The enter and exit hooks a profiler may have set on Triton's launches (read at each launch, as Triton does)."""
     knobs = getattr(triton, "knobs", None)
@@ -375,8 +385,8 @@ def find_or_claim(
     _launch_find(index, keys, table, offsets, batch_size, access, slots, buckets, found_table, count, gather, probe)
     # Once every key is carried in: where each landed, how often it is used, and one index per new id.
     cap = index.bucket_capacity
-    _launch(
-        _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, found_table, buckets, n, pending.keys, pending.uses, pending.owner,
+    _launch_after_write(
+        "the find claimed slots and pending entries", _locate_kernel, (triton.cdiv(n, _FIND_BLOCK),), keys, slots, found_table, buckets, n, pending.keys, pending.uses, pending.owner,
         pending.owner.numel(), entry, reps, count, CAP=cap, BLOCK=_FIND_BLOCK, CHUNK=min(_FIND_CHUNK, triton.next_power_of_2(cap)),
     )
     return Found(slots, buckets, found_table, out, entry, reps, count, outer)
@@ -395,8 +405,10 @@ def _locate_kernel(
     absent = valid & keyed & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
     entry = tl.full([BLOCK], -1, tl.int64)
     if tl.max(absent.to(tl.int32), axis=0) > 0:
-        query = tl.load(query_ptr + offs, mask=absent, other=0)
-        base = tl.load(bucket_ptr + offs, mask=absent, other=0) * CAP
+        # Read under ``valid``, not ``absent`` (both are only used where absent): Triton 3.6's layout pass
+        # fails on this kernel when these loads share the mask of the 2-D compare (tools/gpu_host/compile_kernels.py).
+        query = tl.load(query_ptr + offs, mask=valid, other=0)
+        base = tl.load(bucket_ptr + offs, mask=valid, other=0) * CAP
         for start in range(0, CAP, CHUNK):
             pos = start + tl.arange(0, CHUNK)
             live = absent[:, None] & (pos[None, :] < CAP)
@@ -617,13 +629,10 @@ def reduce_and_update(
     )
     if blocks == 1:
         return
-    try:
-        _launch(
-            _crossing_update_kernel, (blocks,), grouped_slots, n, *rows, head, tail, *hyper, **meta,
-            CHUNK=max(1, min(_CROSSING_CHUNK, _SEGMENT_TILE // block_d)), num_warps=_CROSSING_WARPS,
-        )
-    except Exception as error:
-        raise PartialUpdateError(f"the first kernel already stepped the ids inside blocks: {error}") from error
+    _launch_after_write(
+        "the first kernel stepped the ids inside blocks", _crossing_update_kernel, (blocks,), grouped_slots, n, *rows, head, tail, *hyper, **meta,
+        CHUNK=max(1, min(_CROSSING_CHUNK, _SEGMENT_TILE // block_d)), num_warps=_CROSSING_WARPS,
+    )
 
 
 def _segment_shape(block_d: int) -> tuple[int, int]:
@@ -1239,5 +1248,5 @@ def check_offsets(offsets: torch.Tensor, num_indices: int, record: torch.Tensor,
     if not safe:
         return offsets
     safe_offsets = torch.empty_like(offsets)
-    _launch(_safe_offsets_kernel, grid, offsets, entries, num_indices, record, seq, safe_offsets, BLOCK=_ELEMENT_BLOCK)
+    _launch_after_write("the checks were folded into the record", _safe_offsets_kernel, grid, offsets, entries, num_indices, record, seq, safe_offsets, BLOCK=_ELEMENT_BLOCK)
     return safe_offsets
