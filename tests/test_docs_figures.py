@@ -92,9 +92,13 @@ def test_three_backends_over_runs_take_each_ratio_within_one_run(tmp_path: Path)
     files = []
     for k, (dyn, trc, nv) in enumerate(runs):
         path = tmp_path / f"run{k}.json"
-        path.write_text(json.dumps([{"label": label, "dyn_train_ms": dyn, "trc_train_ms": trc, "nv_train_ms": nv},
+        eval_ms = {"dyn_eval_ms": 0.5, "trc_eval_ms": 1.0, "nv_eval_ms": 1.0}
+        path.write_text(json.dumps([{"label": label, "dyn_train_ms": dyn, "trc_train_ms": trc, "nv_train_ms": nv, **eval_ms},
                                     {"label": adam, "dyn_train_ms": dyn, "trc_train_ms": trc, "nv_train_ms": None}]))
         files.append(str(path))
     table = tool.suite_backends(",".join(files))
     assert "| gpu sgd | 3 | 0.50x | 0.50x | 1.00x | 2.00x | 0.25x | 0.25x |" in table
     assert "| gpu adam | 3 | 0.50x | 0.50x | — | — | — | — |" in table
+    assert "| gpu sgd | 3 | 0.50x | 0.50x | 1.00x | 1.00x | 0.50x | 0.50x |" in tool.suite_backends(",".join(files), phase="eval")
+    with pytest.raises(tool.FigureError, match="phase must be train or eval"):
+        tool.suite_backends(files[0], phase="forward")

@@ -166,15 +166,17 @@ def bench_runs(files: str) -> str:
     return _table(["config", "runs", "train x min", "train x median", "1st x min", "1st x median"], rows)
 
 
-def suite_backends(files: str) -> str:
+def suite_backends(files: str, phase: str = "train") -> str:
     """Several runs of the suite with the three backends (comma-separated records files, one run each):
-    per config, ours / TBE, NVIDIA's dynamicemb / TBE and ours / NVIDIA's in train ms, each ratio taken
-    within one run, as min and median over the runs (a config where a backend did not run: —)."""
+    per config, ours / TBE, NVIDIA's dynamicemb / TBE and ours / NVIDIA's in ``phase`` ms (train or eval),
+    each ratio taken within one run, as min and median over the runs (a config where a backend did not run: —)."""
+    if phase not in ("train", "eval"):
+        raise FigureError(f"suite-backends: phase must be train or eval, not {phase!r}")
     ratios: dict[tuple, dict[str, list[float]]] = {}
     for path in files.split(","):
         for key, r in _records(path).items():
             config = ratios.setdefault(key, {"dyn": [], "nv": [], "dyn_nv": []})
-            dyn, trc, nv = (r.get(f"{b}_train_ms") for b in ("dyn", "trc", "nv"))
+            dyn, trc, nv = (r.get(f"{b}_{phase}_ms") for b in ("dyn", "trc", "nv"))
             for name, (a, b) in (("dyn", (dyn, trc)), ("nv", (nv, trc)), ("dyn_nv", (dyn, nv))):
                 if a and b:
                     config[name].append(a / b)
