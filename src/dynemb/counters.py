@@ -43,10 +43,11 @@ class StepCounters:
         key = (batch, step, tuple(clocks))
         increment = self._increments.get(key)
         if increment is None:
-            # Filled on the device (no copy from pageable host memory, which would wait); once per kind of tick.
+            # Filled on the device, once per kind of tick: ``fill_`` of a one-entry view takes the 1 as a kernel
+            # argument, where ``increment[position] = 1`` (torch 2.11 on CUDA) copies it from host memory and waits.
             increment = torch.zeros_like(self.values)
             for position in [self.SEQ] * batch + [self.STEP] * step + [self.CLOCKS + g for g in key[2]]:
-                increment[position] = 1
+                increment[position : position + 1].fill_(1)
             self._increments[key] = increment
         self.values.add_(increment)
 

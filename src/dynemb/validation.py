@@ -99,10 +99,11 @@ class DeferredChecks:
 
 
 def _clear(record: torch.Tensor) -> None:
-    """A record of no failure (fills on the device: no copy from pageable host memory, which would wait)."""
+    """A record of no failure (fills of one-entry views, on the device: an item assignment copies its value from
+    host memory on CUDA, which waits)."""
     record.zero_()
-    record[RECORD_FIRST] = torch.iinfo(torch.int64).max
-    record[RECORD_LAST] = -1
+    record[RECORD_FIRST : RECORD_FIRST + 1].fill_(torch.iinfo(torch.int64).max)
+    record[RECORD_LAST : RECORD_LAST + 1].fill_(-1)
 
 
 def _fresh_record(device: torch.device) -> torch.Tensor:

@@ -1155,7 +1155,7 @@ def write_new(
     """Store the new ids ``place_new`` planned, with rows drawn or taken from ``source``, reset their pending
     entries, release the batch's slots in ``protected``, and fill in the absent indices' slots and (``dst``)
     initial values (see ``torch_ops.write_new``)."""
-    n = found.reps.numel()
+    n = keys.numel()  # the batch's indices (``reps`` holds ``count`` of them, and may be no longer: torch's find)
     if n == 0:
         return
     pending, width, dim = index.pending, parts.width, draws.dim

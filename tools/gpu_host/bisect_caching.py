@@ -1,0 +1,115 @@
+"""On a GPU: which Triton step makes a CACHING table train unlike the all-in-GPU one (tests/test_dynemb_storage.py's
+``test_mode_trains_like_all_in_gpu[cuda-*-caching]``, which fails on an H200 with Triton 3.6 and passes on the CPU).
+
+    python tools/gpu_host/bisect_caching.py [--optimizer adam] [--pooling sum] [--steps 14]
+
+Trains the reference (all rows on the device, Triton kernels) and the cached tables on the same batches, once with
+every step in Triton, once with the cached tables' steps all in torch (``DYNEMB_KERNELS=torch``), once with each
+dispatched step alone in torch, and twice more with every step in Triton (a run that differs from itself is a race).
+One line per run: the first batch whose output differs (beyond 1e-5) and by how much, and the final rows' largest
+difference. The steps whose torch run alone trains like the reference are where to look.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Iterator
+
+import torch
+
+import dynemb.kernels as kernels
+from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
+from dynemb.optimizers import state_width
+
+DIM = 4
+DEVICE = ["cuda"]  # --device cpu: a smoke test of this script (torch everywhere)
+
+
+@contextlib.contextmanager
+def torch_for(steps: set[str] | None) -> Iterator[None]:
+    """The dispatched ``steps`` in torch (None: every step) while inside."""
+    saved, env = kernels._FAILED, os.environ.get("DYNEMB_KERNELS")
+    if steps is None:
+        os.environ["DYNEMB_KERNELS"] = "torch"
+    else:
+        kernels._FAILED = set(steps)
+    try:
+        yield
+    finally:
+        kernels._FAILED = saved
+        if env is None:
+            os.environ.pop("DYNEMB_KERNELS", None)
+        else:
+            os.environ["DYNEMB_KERNELS"] = env
+
+
+def make(optimizer: EmbOptimType, pooling: PoolingMode, **overrides: object) -> BatchedDynamicEmbeddingTables:
+    options = DynamicEmbTableOptions(dim=DIM, max_capacity=1024, bucket_capacity=8, seed=5, **overrides)
+    return BatchedDynamicEmbeddingTables([options] * 2, optimizer, pooling, device=DEVICE[0], learning_rate=0.05)
+
+
+def batches(count: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    generator = torch.Generator().manual_seed(0)
+    result = []
+    for _ in range(count):
+        offsets = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.randint(0, 4, (32,), generator=generator), 0)])
+        ids = torch.randint(-40, 40, (int(offsets[-1]),), generator=generator) * 7919
+        result.append((ids.to(DEVICE[0]), offsets.to(DEVICE[0])))
+    return result
+
+
+def train(optimizer: EmbOptimType, pooling: PoolingMode, data: list, steps: set[str] | None | bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Outputs and final rows of the cached tables (``steps``: False for all in Triton, else as ``torch_for``)."""
+    hbm = 16 * (DIM + state_width(optimizer, DIM)) * 4
+    tables = make(optimizer, pooling, caching=True, local_hbm_for_values=hbm)
+    generator = torch.Generator().manual_seed(1)
+    outputs = []
+    scope = contextlib.nullcontext() if steps is False else torch_for(steps)
+    with scope:
+        for ids, offsets in data:
+            out = tables(ids, offsets)
+            outputs.append(out.detach().clone())
+            out.backward(torch.randn(out.shape, generator=generator).to(DEVICE[0]))
+    rows = [torch.cat([tables.export_table(t)[1], *[s.reshape(s.shape[0], -1) for s in tables.export_table(t)[2].values()]], 1) for t in range(2)]
+    return outputs, rows
+
+
+def report(name: str, got: tuple, expected: tuple) -> None:
+    first = next((k for k, (a, b) in enumerate(zip(got[0], expected[0], strict=True)) if not torch.allclose(a, b, atol=1e-5, rtol=1e-5)), None)
+    worst = max(float((a - b).abs().max()) for a, b in zip(got[0], expected[0], strict=True))
+    rows = max(float((a - b).abs().max()) if a.shape == b.shape else float("inf") for a, b in zip(got[1], expected[1], strict=True))
+    print(f"{name:24s} first differing batch {first}, largest output difference {worst:.3g}, final rows {rows:.3g}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--optimizer", default="adam", choices=[o.value for o in EmbOptimType])
+    parser.add_argument("--pooling", default="sum", choices=["sum", "mean", "none"])
+    parser.add_argument("--steps", type=int, default=14)
+    parser.add_argument("--device", default="cuda")
+    args = parser.parse_args()
+    DEVICE[0] = args.device
+    optimizer, pooling = EmbOptimType(args.optimizer), PoolingMode[args.pooling.upper()]
+    data = batches(args.steps)
+    reference = make(optimizer, pooling)
+    generator = torch.Generator().manual_seed(1)
+    outputs = []
+    for ids, offsets in data:
+        out = reference(ids, offsets)
+        outputs.append(out.detach().clone())
+        out.backward(torch.randn(out.shape, generator=generator).to(DEVICE[0]))
+    expected = (outputs, [torch.cat([reference.export_table(t)[1], *[s.reshape(s.shape[0], -1) for s in reference.export_table(t)[2].values()]], 1) for t in range(2)])
+    first = train(optimizer, pooling, data, False)
+    report("triton", first, expected)
+    report("triton again (vs first)", train(optimizer, pooling, data, False), first)
+    report("torch", train(optimizer, pooling, data, None), expected)
+    # find_or_claim's torch version elects no owner, which Triton's outgoing and write_new read: those three go together.
+    claim = ("find_or_claim", "outgoing", "write_new")
+    for steps in [(step,) for step in kernels.STEPS if step != "find_or_claim"] + [claim]:
+        report(f"torch for {'+'.join(steps)}", train(optimizer, pooling, data, set(steps)), expected)
+
+
+if __name__ == "__main__":
+    main()
