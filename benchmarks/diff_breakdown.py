@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 from embprof.trace import run_breakdown, write_outputs
 from embprof.trace.calls import CollidingCalls
-from embprof.trace.errors import TraceError
+from embprof.errors import TraceError
 out = Path(sys.argv[1])
 for spec in sys.argv[2:]:
     name, path, layout, chunk = spec.split("@")

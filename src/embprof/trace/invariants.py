@@ -28,7 +28,7 @@ import numpy as np
 
 from embprof.errors import TraceError
 
-from .arrow import matches
+from .arrow import first_bytes, matches, take
 from .calls import CollidingCalls
 from .model import RangeRows, TraceSource, WorkRows
 
@@ -58,10 +58,11 @@ class _Checked:
     def ranges(self) -> Iterator[RangeRows]:
         for rows in self._source.ranges():
             if self._layout == "default" and len(rows):
-                empty = matches(rows.names, _EMPTY_OP)
-                if empty.any():
-                    first = int(rows.start[np.flatnonzero(empty)[0]])
-                    raise TraceError(self.path, f"{int(empty.sum())} op: range(s) have no name after 'op:' "
+                ops = np.flatnonzero(first_bytes(rows.names) == ord("o"))  # the only names that can be "op:"
+                empty = ops[matches(take(rows.names, ops), _EMPTY_OP)] if len(ops) else ops
+                if len(empty):
+                    first = int(rows.start[empty[0]])
+                    raise TraceError(self.path, f"{len(empty)} op: range(s) have no name after 'op:' "
                                                 f"(the first starts at {first} ns): every op needs one")
             yield rows
 
