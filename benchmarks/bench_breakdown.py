@@ -8,7 +8,8 @@ Exports are generated once (``benchmarks/gen_export.py``: 10,000 kernels per
 iteration, so sizes 10, 100, 400 and 1000 are 100K, 1M, 4M and 10M kernels),
 with many distinct range names (PyTorch's ``..., seq = N``) and with few, and
 cached under ``--cache-dir`` (default ``$TMPDIR/embprof-bench``; the 10M one is
-about 2.3 GB). ``--long ITERS`` adds the long shape (``gen_export.py --shape long``:
+about 2.3 GB), each file named by a digest of the generator's code, so that an
+edit of it makes new ones. ``--long ITERS`` adds the long shape (``gen_export.py --shape long``:
 42 work items per iteration, many names, so 24,000 iterations are 1M and every
 per-op row has 24,000 samples). Every measurement is a whole process, start-up included, run
 from this parent (which imports nothing heavy, so the child's peak RSS is its
@@ -32,6 +33,7 @@ targets of issue 18 are stated in.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -123,8 +125,18 @@ def round_ratios(a: dict, b: dict) -> tuple[float, float]:
     return min(ratios), statistics.median(ratios)
 
 
+def generator_digest() -> str:
+    """A digest of the code that writes the exports (gen_export.py and the synthetic writer it calls): a cached
+    export made by an earlier version of them is never reused (one of the long shape, from before its names
+    changed, held 240,000 distinct names where the current one has 10)."""
+    digest = hashlib.sha256()
+    for source in (HERE / "gen_export.py", HERE.parent / "src" / "embprof" / "trace" / "synth.py"):
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:10]
+
+
 def export(cache: Path, iters: int, names: str, python: str, shape: str = "wide") -> Path:
-    path = cache / f"bench_{names}_{iters}iters{'' if shape == 'wide' else '_' + shape}.sqlite"
+    path = cache / f"bench_{names}_{iters}iters{'' if shape == 'wide' else '_' + shape}_{generator_digest()}.sqlite"
     if not path.exists():
         subprocess.run([python, str(HERE / "gen_export.py"), str(path), "--iters", str(iters), "--names", names,
                         "--shape", shape], check=True)
