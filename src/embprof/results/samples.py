@@ -44,7 +44,7 @@ def write_samples(keys: Mapping[str, Any], ns: np.ndarray, path: str | os.PathLi
     ns = np.asarray(ns).reshape(len(keys[KEY[0]]), -1)
     if not np.issubdtype(ns.dtype, np.integer):
         raise ValueError("samples must be whole nanoseconds")
-    from embprof.trace.arrow import decimal_lines  # pyarrow: only where a file is written
+    from embprof.arrow import decimal_lines  # pyarrow: only where a file is written
 
     iterations = np.arange(ns.shape[1], dtype=np.int64)
     prefixes = io.StringIO()

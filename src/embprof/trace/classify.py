@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from embprof.arrow import first_bytes, index_in, matches, starts_with, string_array, take
 from embprof.labels import CONFIG_RANGE
 
-from .arrow import first_bytes, index_in, matches, starts_with, string_array, take
 from .range_layout import BACKENDS, PHASES
 
 ITERATION_RANGE = r"^nsys_iter_[0-9]+$"

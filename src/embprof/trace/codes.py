@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .arrow import dictionary_encode
+from embprof.arrow import dictionary_encode
 
 _SAMPLE = 1024
 

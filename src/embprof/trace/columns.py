@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .arrow import to_ints
+from embprof.arrow import to_ints
 
 try:
     import adbc_driver_manager as _adbc

@@ -26,9 +26,9 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from embprof.arrow import first_bytes, matches, take
 from embprof.errors import TraceError
 
-from .arrow import first_bytes, matches, take
 from .calls import CollidingCalls
 from .model import RangeRows, TraceSource, WorkRows
 

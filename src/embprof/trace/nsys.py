@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from embprof.arrow import cast, ints_after, starts_with, string_array, take
 from embprof.atomic import atomic_path
 from embprof.errors import TraceError
 
-from .arrow import cast, ints_after, starts_with, string_array, take
 from .columns import (
     BulkReader,
     DatabaseErrors,

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from .arrow import string_array, take
+from embprof.arrow import string_array, take
+
 from .calls import CallStore
 from .classify import BACKEND, CONFIG, ITERATION, OP, OTHER, PATH_CLASSES, PHASE, classify
 from .codes import KeyCodes, StringCodes, dedupe

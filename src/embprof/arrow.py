@@ -1,4 +1,4 @@
-"""Arrow arrays to numpy and back through their buffers, and the few Arrow kernels the breakdown calls.
+"""Arrow arrays to numpy and back through their buffers, and the few Arrow kernels the breakdown and the samples file call.
 
 pyarrow's own conversions (``Array.to_numpy``, ``pa.array``) import pandas
 when it is installed, a third of a second of start-up that the breakdown
