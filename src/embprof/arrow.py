@@ -1,4 +1,4 @@
-"""Arrow arrays to numpy and back through their buffers, and the few Arrow kernels the breakdown and the samples file call.
+"""Arrow arrays to numpy and back through their buffers, and the few Arrow kernels the breakdown calls.
 
 pyarrow's own conversions (``Array.to_numpy``, ``pa.array``) import pandas
 when it is installed, a third of a second of start-up that the breakdown
@@ -128,18 +128,6 @@ def dictionary_encode(arr: pa.Array) -> tuple[np.ndarray, pa.Array]:
 
 def cast(arr: pa.Array, to: pa.DataType) -> pa.Array:
     return _compute.call_function("cast", [arr], _compute.CastOptions.safe(to))
-
-
-def decimal_lines(prefix: str, first: np.ndarray, second: np.ndarray) -> memoryview:
-    """``f"{prefix}{first[i]},{second[i]}\\n"`` for every i (integers), as one UTF-8 buffer built in
-    Arrow's kernels: no Python call per line."""
-    if len(first) == 0:
-        return memoryview(b"")
-    texts = [cast(int_array(v), pa.string()) for v in (first, second)]
-    lines = _compute.call_function("binary_join_element_wise", [
-        pa.scalar(prefix), texts[0], pa.scalar(","), texts[1], pa.scalar("\n"), pa.scalar("")])
-    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4)
-    return memoryview(lines.buffers()[2])[int(offsets[0]):int(offsets[-1])]
 
 
 def ints_after(arr: pa.Array, skip: int) -> np.ndarray:
