@@ -3,9 +3,9 @@
 
     python tools/gpu_host/bisect_caching.py [--optimizer adam] [--pooling sum] [--steps 14]
 
-Trains the reference (all rows on the device, Triton kernels) and the cached tables on the same batches, once with
-every step in Triton, once with the cached tables' steps all in torch (``DYNEMB_KERNELS=torch``), once with each
-dispatched step alone in torch, and twice more with every step in Triton (a run that differs from itself is a race).
+Trains the reference (all rows on the device, Triton kernels) and the cached tables on the same batches: twice with
+every step in Triton (the second against the first: a run that differs from itself is a race), once with the cached
+tables' steps all in torch (``DYNEMB_KERNELS=torch``) and once with each dispatched step alone in torch.
 One line per run: the first batch whose output differs (beyond 1e-5) and by how much, and the final rows' largest
 difference. The steps whose torch run alone trains like the reference are where to look.
 """
@@ -24,7 +24,6 @@ from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOpt
 from dynemb.optimizers import state_width
 
 DIM = 4
-DEVICE = ["cuda"]  # --device cpu: a smoke test of this script (torch everywhere)
 
 
 @contextlib.contextmanager
@@ -45,35 +44,31 @@ def torch_for(steps: set[str] | None) -> Iterator[None]:
             os.environ["DYNEMB_KERNELS"] = env
 
 
-def make(optimizer: EmbOptimType, pooling: PoolingMode, **overrides: object) -> BatchedDynamicEmbeddingTables:
+def make(optimizer: EmbOptimType, pooling: PoolingMode, device: str, **overrides: object) -> BatchedDynamicEmbeddingTables:
     options = DynamicEmbTableOptions(dim=DIM, max_capacity=1024, bucket_capacity=8, seed=5, **overrides)
-    return BatchedDynamicEmbeddingTables([options] * 2, optimizer, pooling, device=DEVICE[0], learning_rate=0.05)
+    return BatchedDynamicEmbeddingTables([options] * 2, optimizer, pooling, device=device, learning_rate=0.05)
 
 
-def batches(count: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def batches(count: int, device: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
     generator = torch.Generator().manual_seed(0)
     result = []
     for _ in range(count):
         offsets = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(torch.randint(0, 4, (32,), generator=generator), 0)])
         ids = torch.randint(-40, 40, (int(offsets[-1]),), generator=generator) * 7919
-        result.append((ids.to(DEVICE[0]), offsets.to(DEVICE[0])))
+        result.append((ids.to(device), offsets.to(device)))
     return result
 
 
-def train(optimizer: EmbOptimType, pooling: PoolingMode, data: list, steps: set[str] | None | bool) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Outputs and final rows of the cached tables (``steps``: False for all in Triton, else as ``torch_for``)."""
-    hbm = 16 * (DIM + state_width(optimizer, DIM)) * 4
-    tables = make(optimizer, pooling, caching=True, local_hbm_for_values=hbm)
+def train(tables: BatchedDynamicEmbeddingTables, data: list) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Each batch's output (trained with the same seeded gradients) and each table's final rows and state."""
     generator = torch.Generator().manual_seed(1)
     outputs = []
-    scope = contextlib.nullcontext() if steps is False else torch_for(steps)
-    with scope:
-        for ids, offsets in data:
-            out = tables(ids, offsets)
-            outputs.append(out.detach().clone())
-            out.backward(torch.randn(out.shape, generator=generator).to(DEVICE[0]))
-    rows = [torch.cat([tables.export_table(t)[1], *[s.reshape(s.shape[0], -1) for s in tables.export_table(t)[2].values()]], 1) for t in range(2)]
-    return outputs, rows
+    for ids, offsets in data:
+        out = tables(ids, offsets)
+        outputs.append(out.detach().clone())
+        out.backward(torch.randn(out.shape, generator=generator).to(out.device))
+    exported = [tables.export_table(t) for t in range(2)]
+    return outputs, [torch.cat([rows, *[s.reshape(s.shape[0], -1) for s in state.values()]], 1) for _, rows, state in exported]
 
 
 def report(name: str, got: tuple, expected: tuple) -> None:
@@ -88,27 +83,25 @@ def main() -> None:
     parser.add_argument("--optimizer", default="adam", choices=[o.value for o in EmbOptimType])
     parser.add_argument("--pooling", default="sum", choices=["sum", "mean", "none"])
     parser.add_argument("--steps", type=int, default=14)
-    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--device", default="cuda", help="cpu: a smoke test of this script (torch everywhere)")
     args = parser.parse_args()
-    DEVICE[0] = args.device
     optimizer, pooling = EmbOptimType(args.optimizer), PoolingMode[args.pooling.upper()]
-    data = batches(args.steps)
-    reference = make(optimizer, pooling)
-    generator = torch.Generator().manual_seed(1)
-    outputs = []
-    for ids, offsets in data:
-        out = reference(ids, offsets)
-        outputs.append(out.detach().clone())
-        out.backward(torch.randn(out.shape, generator=generator).to(DEVICE[0]))
-    expected = (outputs, [torch.cat([reference.export_table(t)[1], *[s.reshape(s.shape[0], -1) for s in reference.export_table(t)[2].values()]], 1) for t in range(2)])
-    first = train(optimizer, pooling, data, False)
+    data = batches(args.steps, args.device)
+    hbm = 16 * (DIM + state_width(optimizer, DIM)) * 4
+
+    def cached(scope: contextlib.AbstractContextManager) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        with scope:
+            return train(make(optimizer, pooling, args.device, caching=True, local_hbm_for_values=hbm), data)
+
+    expected = train(make(optimizer, pooling, args.device), data)
+    first = cached(contextlib.nullcontext())
     report("triton", first, expected)
-    report("triton again (vs first)", train(optimizer, pooling, data, False), first)
-    report("torch", train(optimizer, pooling, data, None), expected)
+    report("triton again (vs first)", cached(contextlib.nullcontext()), first)
+    report("torch", cached(torch_for(None)), expected)
     # find_or_claim's torch version elects no owner, which Triton's outgoing and write_new read: those three go together.
     claim = ("find_or_claim", "outgoing", "write_new")
     for steps in [(step,) for step in kernels.STEPS if step != "find_or_claim"] + [claim]:
-        report(f"torch for {'+'.join(steps)}", train(optimizer, pooling, data, set(steps)), expected)
+        report(f"torch for {'+'.join(steps)}", cached(torch_for(set(steps))), expected)
 
 
 if __name__ == "__main__":
