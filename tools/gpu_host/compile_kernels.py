@@ -118,7 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", nargs="+", default=DEFAULT_TESTS, help="test files whose launches are recorded")
     parser.add_argument("--compile", default=None, help=argparse.SUPPRESS)  # the child: a JSON file of variants to compile
     args = parser.parse_args(argv)
-    sys.path[:0] = [str(ROOT / "src"), str(ROOT / "tests")]  # the checkout's package and the tests' helpers, as pytest's pythonpath
     if args.compile:
         return compile_all(json.loads(Path(args.compile).read_text()), args.arch)
     os.chdir(ROOT)
