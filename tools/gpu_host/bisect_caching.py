@@ -4,8 +4,10 @@
     python tools/gpu_host/bisect_caching.py [--optimizer adam] [--pooling sum] [--steps 14]
 
 Trains the reference (all rows on the device, Triton kernels) and the cached tables on the same batches: twice with
-every step in Triton (the second against the first: a run that differs from itself is a race), once with the cached
-tables' steps all in torch (``DYNEMB_KERNELS=torch``) and once with each dispatched step alone in torch.
+every step in Triton (the second against the first: a run that differs from itself is a race), once with one program
+per grid-stride kernel (a difference that goes away there is a race between programs), once with the device
+synchronized after every launch (one that goes away there is an ordering between streams or with the host), once
+with the cached tables' steps all in torch (``DYNEMB_KERNELS=torch``) and once with each dispatched step alone in torch.
 One line per run: the first batch whose output differs (beyond 1e-5) and by how much, and the final rows' largest
 difference. The steps whose torch run alone trains like the reference are where to look.
 """
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 import torch
 
 import dynemb.kernels as kernels
+import dynemb.kernels.triton_ops as triton_ops
 from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
 from dynemb.optimizers import state_width
 
@@ -42,6 +45,28 @@ def torch_for(steps: set[str] | None) -> Iterator[None]:
             os.environ.pop("DYNEMB_KERNELS", None)
         else:
             os.environ["DYNEMB_KERNELS"] = env
+
+
+@contextlib.contextmanager
+def patched(name: str, value: object) -> Iterator[None]:
+    """``triton_ops.<name>`` set to ``value`` while inside."""
+    saved = getattr(triton_ops, name)
+    setattr(triton_ops, name, value)
+    try:
+        yield
+    finally:
+        setattr(triton_ops, name, saved)
+
+
+def synchronized_launches() -> contextlib.AbstractContextManager:
+    """Every Triton launch followed by a device-wide synchronize."""
+    launch = triton_ops._launch
+
+    def launch_and_wait(*args: object, **meta: object) -> None:
+        launch(*args, **meta)
+        torch.cuda.synchronize()
+
+    return patched("_launch", launch_and_wait)
 
 
 def make(optimizer: EmbOptimType, pooling: PoolingMode, device: str, **overrides: object) -> BatchedDynamicEmbeddingTables:
@@ -97,6 +122,9 @@ def main() -> None:
     first = cached(contextlib.nullcontext())
     report("triton", first, expected)
     report("triton again (vs first)", cached(contextlib.nullcontext()), first)
+    if args.device == "cuda":
+        report("triton, one program", cached(patched("_PENDING_PROGRAMS", 1)), expected)
+        report("triton, synchronized", cached(synchronized_launches()), expected)
     report("torch", cached(torch_for(None)), expected)
     # find_or_claim's torch version elects no owner, which Triton's outgoing and write_new read: those three go together.
     claim = ("find_or_claim", "outgoing", "write_new")
