@@ -22,9 +22,11 @@ from collections.abc import Iterator
 import torch
 
 import dynemb.kernels as kernels
+import dynemb.kernels.torch_ops as torch_ops
 import dynemb.kernels.triton_ops as triton_ops
 from dynemb import BatchedDynamicEmbeddingTables, DynamicEmbTableOptions, EmbOptimType, PoolingMode
 from dynemb.optimizers import state_width
+from dynemb.tier import CachedTier
 
 DIM = 4
 
@@ -67,6 +69,45 @@ def synchronized_launches() -> contextlib.AbstractContextManager:
         torch.cuda.synchronize()
 
     return patched("_launch", launch_and_wait)
+
+
+@contextlib.contextmanager
+def checked_fills(limit: int = 12) -> Iterator[None]:
+    """After each cache insert of a lookup (``CachedTier.insert_new`` with a ``fresh`` target), one line per index
+    (the first ``limit``) whose fresh values differ from those at the address it got (a cache or storage slot),
+    or from its draw where it got none: its place in the batch, key, entry, whether it carried its new id (won
+    the entry's owner), the address it had and got, its storage slot and the two values' largest difference."""
+    insert = CachedTier.insert_new
+    printed = 0
+
+    def insert_and_check(self: CachedTier, found, keys, access, evictions, draws, state_fill, fresh) -> None:  # noqa: ANN001
+        nonlocal printed
+        if fresh is None:
+            return insert(self, found, keys, access, evictions, draws, state_fill, fresh)
+        before = found.slots.clone()
+        owner = self.cache._index.arrays.pending.owner
+        positions = torch.arange(keys.numel(), device=keys.device)
+        carried = (found.entry >= 0) & (owner[found.entry.clamp(min=0)] == positions + 1)
+        insert(self, found, keys, access, evictions, draws, state_fill, fresh)
+        absent = torch.nonzero(before < 0).squeeze(1)
+        given = found.slots[absent]
+        stored = torch_ops.gather_rows(self.parts, given, draws.dim)
+        table = found.table[absent]
+        drawn = torch_ops.uniform_rows(keys[absent], draws.dim, draws.seed_words[table], draws.lower[table], draws.span[table])
+        expected = torch.where((given >= 0).unsqueeze(1), stored, drawn)
+        wrong = (fresh[absent] - expected).abs().amax(1)
+        for k in torch.nonzero(wrong > 1e-6).squeeze(1).tolist()[: max(limit - printed, 0)]:
+            i = int(absent[k])
+            print(f"  index {i} key {int(keys[i])} entry {int(found.entry[i])} carrier {bool(carried[i])} slot {int(before[i])} -> "
+                  f"{int(given[k])} (base {self.base}) outer {int(found.outer[i])}: off by {float(wrong[k]):.3g}", flush=True)
+            printed += 1
+        return None
+
+    CachedTier.insert_new = insert_and_check
+    try:
+        yield
+    finally:
+        CachedTier.insert_new = insert
 
 
 def make(optimizer: EmbOptimType, pooling: PoolingMode, device: str, **overrides: object) -> BatchedDynamicEmbeddingTables:
@@ -126,6 +167,7 @@ def main() -> None:
         report("triton, one program", cached(patched("_PENDING_PROGRAMS", 1)), expected)
         report("triton, synchronized", cached(synchronized_launches()), expected)
     report("torch", cached(torch_for(None)), expected)
+    report("triton, fills checked", cached(checked_fills()), expected)
     # find_or_claim's torch version elects no owner, which Triton's outgoing and write_new read: those three go together.
     claim = ("find_or_claim", "outgoing", "write_new")
     for steps in [(step,) for step in kernels.STEPS if step != "find_or_claim"] + [claim]:
