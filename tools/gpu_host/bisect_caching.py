@@ -72,22 +72,27 @@ def synchronized_launches() -> contextlib.AbstractContextManager:
 
 
 @contextlib.contextmanager
-def checked_fills(limit: int = 12) -> Iterator[None]:
+def checked_fills(limit: int = 12, replace: bool = False) -> Iterator[None]:
     """After each cache insert of a lookup (``CachedTier.insert_new`` with a ``fresh`` target), one line per index
     (the first ``limit``) whose fresh values differ from those at the address it got (a cache or storage slot),
-    or from its draw where it got none: its place in the batch, key, entry, whether it carried its new id (won
-    the entry's owner), the address it had and got, its storage slot and the two values' largest difference."""
+    or from its draw where it got none: the insert's number, its place in the batch, key, entry, whether it
+    carried its new id (won the entry's owner), the address it had and got, its storage slot, and how far its
+    fresh values are from those at its address, from its draw and from what ``fresh_rows`` (the eval path's
+    fill) gives it before the insert. ``replace``: the insert's fresh values are then those of ``fresh_rows``."""
     insert = CachedTier.insert_new
-    printed = 0
+    printed, inserts = 0, 0
 
     def insert_and_check(self: CachedTier, found, keys, access, evictions, draws, state_fill, fresh) -> None:  # noqa: ANN001
-        nonlocal printed
+        nonlocal printed, inserts
         if fresh is None:
             return insert(self, found, keys, access, evictions, draws, state_fill, fresh)
+        inserts += 1
         before = found.slots.clone()
         owner = self.cache._index.arrays.pending.owner
         positions = torch.arange(keys.numel(), device=keys.device)
         carried = (found.entry >= 0) & (owner[found.entry.clamp(min=0)] == positions + 1)
+        filled = fresh.clone()
+        kernels.fresh_rows(keys, found.slots, found.table, draws, filled, self.storage.source(found.outer, False))
         insert(self, found, keys, access, evictions, draws, state_fill, fresh)
         absent = torch.nonzero(before < 0).squeeze(1)
         given = found.slots[absent]
@@ -95,12 +100,17 @@ def checked_fills(limit: int = 12) -> Iterator[None]:
         table = found.table[absent]
         drawn = torch_ops.uniform_rows(keys[absent], draws.dim, draws.seed_words[table], draws.lower[table], draws.span[table])
         expected = torch.where((given >= 0).unsqueeze(1), stored, drawn)
-        wrong = (fresh[absent] - expected).abs().amax(1)
+        got = fresh[absent]
+        wrong = (got - expected).abs().amax(1)
         for k in torch.nonzero(wrong > 1e-6).squeeze(1).tolist()[: max(limit - printed, 0)]:
             i = int(absent[k])
-            print(f"  index {i} key {int(keys[i])} entry {int(found.entry[i])} carrier {bool(carried[i])} slot {int(before[i])} -> "
-                  f"{int(given[k])} (base {self.base}) outer {int(found.outer[i])}: off by {float(wrong[k]):.3g}", flush=True)
+            print(f"  insert {inserts} index {i} key {int(keys[i])} entry {int(found.entry[i])} carrier {bool(carried[i])} slot {int(before[i])} -> "
+                  f"{int(given[k])} (base {self.base}) outer {int(found.outer[i])}: off by {float(wrong[k]):.3g} from its address, "
+                  f"{float((got[k] - drawn[k]).abs().max()):.3g} from its draw, {float((got[k] - filled[i]).abs().max()):.3g} from fresh_rows'",
+                  flush=True)
             printed += 1
+        if replace:
+            fresh[absent] = filled[absent]
         return None
 
     CachedTier.insert_new = insert_and_check
@@ -168,6 +178,7 @@ def main() -> None:
         report("triton, synchronized", cached(synchronized_launches()), expected)
     report("torch", cached(torch_for(None)), expected)
     report("triton, fills checked", cached(checked_fills()), expected)
+    report("triton, fresh_rows' fills", cached(checked_fills(0, replace=True)), expected)
     # find_or_claim's torch version elects no owner, which Triton's outgoing and write_new read: those three go together.
     claim = ("find_or_claim", "outgoing", "write_new")
     for steps in [(step,) for step in kernels.STEPS if step != "find_or_claim"] + [claim]:
