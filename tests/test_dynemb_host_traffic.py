@@ -79,7 +79,7 @@ def _expected(storage: str, ids: list[int], cached: set[int], stored: set[int], 
         return rows_in, rows_out, rows_in * row, rows_out * row
     brought = len(set(placed) & stored)  # a missed id's stored row comes in whole
     new_stored = len(set(spilled) - stored)  # an id the cache could not place is stored (its drawn row)
-    read = sum(1 for i in ids if i in spilled and i in stored)  # each of its indices reads its stored embedding
+    read = sum(1 for i in ids if i in spilled)  # each of its indices reads its embedding in storage (a new one's just drawn there)
     rows_in = brought + read + len(spilled)  # backward reads and writes the spilled ids' rows in storage
     rows_out = evicted + new_stored + len(spilled)
     return rows_in, rows_out, (brought + len(spilled)) * row + read * emb, rows_out * row

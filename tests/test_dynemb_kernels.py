@@ -623,7 +623,8 @@ def _insert_new_with(ops, table: BucketedHashTable, rows: torch.Tensor, split: i
     ops.place_new(index, found, evictions)
     draws = _draws(4)
     fresh = torch.zeros(indices.numel(), 4, device=DEVICE)
-    ops.write_new(index, found, indices, access, parts, draws, 0.25, fresh, None)
+    ops.fresh_rows(indices, found.slots, found.table, draws, fresh, None)  # before the write, as the table runs it
+    ops.write_new(index, found, indices, access, parts, draws, 0.25, None)
     assert protected[:-1].sum() > 0 and not index.protected.any(), "the find protects the batch's slots, the write releases them"
     state = (index.keys.clone(), index.scores.clone(), index.occupied.clone(), hits, misses, evictions)
     return found.slots, found.entry, found.read, fresh, claimed, state, _joined(parts), index.pending
@@ -703,10 +704,14 @@ def _cached_insert_with(ops, lfu: bool, seed: int) -> dict:
     stored = ops.find_or_claim(behind, sent[0], sent[1], None, 0, there, True, None, 0, None)
     found_there = stored.slots.clone()
     ops.place_new(behind, stored, counters[5])
-    ops.write_new(behind, stored, sent[0], there, storage_parts, draws, 0.25, None, Source(front, cache_parts, sent[2], True))
+    ops.write_new(behind, stored, sent[0], there, storage_parts, draws, 0.25, Source(front, cache_parts, sent[2], True))
     fresh = torch.zeros(indices.numel(), dim, device=DEVICE)
     base = cache.capacity + 1
-    ops.write_new(front, found, indices, access, cache_parts, draws, 0.25, fresh, Source(behind, storage_parts, found.outer, False, stored.slots, base))
+    absent = found.slots.clone()
+    ops.write_new(front, found, indices, access, cache_parts, draws, 0.25, Source(behind, storage_parts, found.outer, False, stored.slots, base))
+    # after the write, from the group's one address space (the cache's rows, then the storage's from base on)
+    addressed = RowParts(cache_parts.device, storage_parts.host, base, base + storage_parts.spare)
+    ops.fresh_rows(indices, absent, found.table, draws, fresh, Source(None, addressed, found.slots, False))
     return dict(
         slots=found.slots, outer=outer, read=read, fresh=fresh, sent=sent, found_there=found_there, counters=counters, base=base,
         cache=(front.keys[:-1], front.scores[:-1], front.occupied[:-1]), storage=(behind.keys[:-1], behind.scores[:-1], behind.occupied[:-1]),

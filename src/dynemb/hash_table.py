@@ -193,12 +193,11 @@ class BucketedHashTable:
 
     def write_new(
         self, found: Found, keys: torch.Tensor, access: Access, parts: RowParts, draws: DrawTables, state_fill: float,
-        fresh: torch.Tensor | None, source: Source | None = None,
+        source: Source | None = None,
     ) -> None:
         """Write the ids ``plan_new`` planned with their rows (into ``parts``: drawn, or from ``source``), release the
-        batch's slots, and fill in each absent index's slot in ``found.slots`` (-1 where none) and its initial
-        values in its row of ``fresh`` (None: no values)."""
-        kernels.write_new(self._claiming(), found, keys, access, parts, draws, state_fill, fresh, source)
+        batch's slots, and give each absent index its slot in ``found.slots`` (-1 where none)."""
+        kernels.write_new(self._claiming(), found, keys, access, parts, draws, state_fill, source)
         self.version += 1
 
     def insert_new(
@@ -214,8 +213,10 @@ class BucketedHashTable:
         new only the device knows: every step here runs over the batch or loops to a device
         count, so nothing waits for the host.
         """
+        if fresh is not None:  # a new id's row is its draw: its values need not wait for the write
+            kernels.fresh_rows(keys, found.slots, found.table, draws, fresh, None)
         self.plan_new(found, evictions)
-        self.write_new(found, keys, access, parts, draws, state_fill, fresh)
+        self.write_new(found, keys, access, parts, draws, state_fill)
 
     def slot_scores(self, slots: torch.Tensor) -> torch.Tensor:
         """Scores at ``slots``; 0 for slot -1."""

@@ -111,12 +111,9 @@ class Tier:
         """The first half of ``insert_new``: each new id's slot planned, nothing written (``BucketedHashTable.plan_new``)."""
         self._index.plan_new(found, evictions)
 
-    def write_new(
-        self, found: Found, keys: torch.Tensor, access: Access, draws: DrawTables, state_fill: float, fresh: torch.Tensor | None,
-        source: Source | None,
-    ) -> None:
+    def write_new(self, found: Found, keys: torch.Tensor, access: Access, draws: DrawTables, state_fill: float, source: Source | None) -> None:
         """The second half: the planned ids written with their rows, drawn or taken from ``source``."""
-        self._index.write_new(found, keys, access, self._rows.parts(), draws, state_fill, fresh, source)
+        self._index.write_new(found, keys, access, self._rows.parts(), draws, state_fill, source)
 
     def source(self, slots: torch.Tensor, carry: bool, spill: torch.Tensor | None = None, base: int = 0) -> Source:
         """This tier as the place another tier's new rows come from: the rows at ``slots`` (``Source``)."""
@@ -257,16 +254,19 @@ class CachedTier:
             there = Access(access.clock, access.add_counts, hits, misses)
             stored = self.storage.find_keys(out_keys, out_table, there, claim=True)
             self.storage.plan_new(stored, evicted)
-            self.storage.write_new(stored, out_keys, there, draws, state_fill, None, self.cache.source(leaving, carry=True))
-        self.cache.write_new(found, keys, access, draws, state_fill, fresh, self.storage.source(found.outer, False, stored.slots, self.base))
+            self.storage.write_new(stored, out_keys, there, draws, state_fill, self.cache.source(leaving, carry=True))
+        absent = None if fresh is None else found.slots.clone()  # the write gives them addresses
+        self.cache.write_new(found, keys, access, draws, state_fill, self.storage.source(found.outer, False, stored.slots, self.base))
+        if fresh is not None:  # from the rows the ids landed in: a stored row crosses the link once, into its cache slot
+            kernels.fresh_rows(keys, absent, found.table, draws, fresh, self.addressed(found.slots))
         if self.traffic.on:
             self._count(found, stored, leaving, fill=fresh is not None)
 
     def _count(self, found: Found, stored: Found, leaving: torch.Tensor, fill: bool) -> None:
         """The rows an insert moved, counted without a host read: out, each evictee the storage took and each
         id the cache could not place that the storage took as new (its drawn row); in, each missed id's stored
-        row that came into a cache slot and (``fill``: a lookup's) each index the cache could not place whose
-        stored embedding it read."""
+        row that came into a cache slot and (``fill``: a lookup's) each index the cache could not place, whose
+        values the fill read from its row in storage."""
         traffic = self.traffic
         at, valid = new_ids(stored)
         spilled_new = valid & (leaving[at] < 0) & (stored.slots[at] >= 0)
@@ -275,7 +275,11 @@ class CachedTier:
         given = found.slots[at]
         traffic.add(traffic.ROW_IN, (valid & (found.outer[at] >= 0) & (given >= 0) & (given < self.base)).sum())
         if fill:
-            traffic.add(traffic.EMB_IN, ((found.slots >= self.base) & (found.outer >= 0)).sum())
+            traffic.add(traffic.EMB_IN, (found.slots >= self.base).sum())
+
+    def addressed(self, addresses: torch.Tensor) -> Source:
+        """The rows at ``addresses`` of the group's one address space, as ``fresh_rows`` reads its values from."""
+        return Source(None, self.parts, addresses, False)
 
     def fresh_rows(self, keys: torch.Tensor, found: Found, draws: DrawTables, dst: torch.Tensor) -> None:
         """Each index absent from the cache: its stored row, else its draw, into its row of ``dst``."""

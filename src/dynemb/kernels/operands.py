@@ -158,9 +158,10 @@ class Source(NamedTuple):
     score overwritten from there. Else (a cache's misses) a new id's score is an access's (LFU: its uses plus that
     slot's score). ``spill``: each index this tier could not place, its slot in the tier behind (-1: none), which
     it then gets as ``base`` plus that slot, its address in the group's one address space (the cache's rows, its
-    spare included, then the storage's)."""
+    spare included, then the storage's). ``fresh_rows`` reads ``rows`` and ``slots`` only: a source of values,
+    not of new ids, has no ``index`` (a cache's group reads its one address space so)."""
 
-    index: SlotArrays
+    index: SlotArrays | None
     rows: RowParts
     slots: torch.Tensor
     carry: bool

@@ -314,15 +314,15 @@ def outgoing(index: SlotArrays, found: Found, keys: torch.Tensor) -> tuple[torch
 
 def write_new(
     index: SlotArrays, found: Found, keys: torch.Tensor, access: Access, parts: RowParts, draws: DrawTables, state_fill: float,
-    dst: torch.Tensor | None, source: Source | None,
+    source: Source | None,
 ) -> None:
     """Store the new ids of ``keys`` that ``place_new`` planned (key; score: their uses with ``add_counts``, else
     ``clock``; row in ``parts``: drawn, its first ``dim`` columns by ``draws`` and every other column
-    ``state_fill``), reset their pending entries, release the batch's slots in ``protected``, and fill in each
-    index with slot -1: in ``found.slots`` the slot its new id got (-1 where none) and (``dst``, ``[n, dim]``) its
-    initial values into its row of ``dst``. With ``source`` a new id whose index has a slot there takes that
-    row (and score, as ``Source`` says), and so do its initial values; ``Source.spill`` fills in the indices
-    left without a slot here."""
+    ``state_fill``), reset their pending entries, release the batch's slots in ``protected``, and give each
+    index with slot -1 the slot its new id got in ``found.slots`` (-1 where none). With ``source`` a new id
+    whose index has a slot there takes that row (and score, as ``Source`` says); ``Source.spill`` gives the
+    indices left without a slot here theirs there. An index's values are ``fresh_rows``' job: where it runs
+    (before the write, or after it from the rows the ids landed in) is the tier's choice."""
     pending, slots, entry, table = index.pending, found.slots, found.entry, found.table
     dim = draws.dim
     index.protected[slots[slots >= 0]] = False
@@ -362,19 +362,12 @@ def write_new(
         behind = source.spill[absent]
         given = torch.where(given >= 0, given, torch.where(behind >= 0, source.base + behind, -1))
     slots[absent] = given
-    if dst is not None:
-        _fill_values(keys, absent, table, draws, dst, source)
 
 
 def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor, source: Source | None) -> None:
     """For each index with slot -1: its initial values into its row of ``dst``: with ``source``, its row there
     where it has a slot there, else its key's draw."""
-    _fill_values(keys, torch.nonzero(slots < 0).squeeze(1), table, draws, dst, source)
-
-
-def _fill_values(
-    keys: torch.Tensor, positions: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor, source: Source | None,
-) -> None:
+    positions = torch.nonzero(slots < 0).squeeze(1)
     tables = table[positions]
     values = uniform_rows(keys[positions], dst.shape[1], draws.seed_words[tables], draws.lower[tables], draws.span[tables])
     if source is not None:

@@ -1023,59 +1023,33 @@ def outgoing(index: SlotArrays, found: Found, keys: torch.Tensor) -> tuple[torch
 
 
 @triton.jit
-def _fill_absent(
-    offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, owner_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
-    source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, spill_ptr, base,
-    DIM: tl.constexpr, BLOCK_D: tl.constexpr, UPDATE: tl.constexpr, FILL: tl.constexpr, SOURCE: tl.constexpr, SPILL: tl.constexpr,
-):
-    """The indices ``offs`` with slot -1: (``UPDATE``) the slot their new id got (``SPILL``: else ``base`` plus
-    their slot in the tier behind, else -1) and (``FILL``) their initial values into their rows of ``dst``: their
-    row in the source tier where they have one there (``SOURCE``), else their draw. With ``UPDATE``, an index that
-    carried its new id into a slot has its values written already (``_write_pending_kernel``, from the row it
-    moved: a stored row crosses the bus once), unless the entry's owner was reset first (then they are written
-    again, the same)."""
+def _give_absent(offs, n, slot_ptr, entry_ptr, target_ptr, spill_ptr, base, SPILL: tl.constexpr):
+    """The indices ``offs`` with slot -1: the slot their new id got (``SPILL``: else ``base`` plus their slot in the
+    tier behind, else -1)."""
     valid = offs < n
     absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
-    if tl.max(absent.to(tl.int32), axis=0) > 0:
-        unfilled = absent
-        if UPDATE:
-            entry = tl.load(entry_ptr + offs, mask=absent, other=-1)
-            given = tl.load(target_ptr + entry, mask=absent & (entry >= 0), other=-1)
-            carried = (given >= 0) & (tl.load(owner_ptr + entry, mask=absent & (given >= 0), other=0) == (offs + 1).to(tl.int32))
-            unfilled = absent & (carried == 0)
-            if SPILL:
-                behind = tl.load(spill_ptr + offs, mask=absent, other=-1)
-                given = tl.where(given >= 0, given, tl.where(behind >= 0, base + behind, -1))
-            tl.store(slot_ptr + offs, given, mask=absent)
-        if FILL:
-            cols = tl.arange(0, BLOCK_D)
-            query = tl.load(query_ptr + offs, mask=unfilled, other=0)
-            table = tl.load(table_ptr + offs, mask=unfilled, other=0)
-            values = _drawn_rows(query, table, unfilled, seeds_ptr, lower_ptr, span_ptr, cols)
-            if SOURCE:
-                origin = tl.load(source_slot_ptr + offs, mask=unfilled, other=-1)
-                known = unfilled & (origin >= 0)
-                row = _row_pointers(source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, origin)
-                taken = tl.load(row[:, None] + cols[None, :], mask=known[:, None] & (cols[None, :] < DIM), other=0.0)
-                values = tl.where(known[:, None], taken, values)
-            tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=unfilled[:, None] & (cols[None, :] < DIM))
+    entry = tl.load(entry_ptr + offs, mask=absent, other=-1)
+    given = tl.load(target_ptr + entry, mask=absent & (entry >= 0), other=-1)
+    if SPILL:
+        behind = tl.load(spill_ptr + offs, mask=absent, other=-1)
+        given = tl.where(given >= 0, given, tl.where(behind >= 0, base + behind, -1))
+    tl.store(slot_ptr + offs, given, mask=absent)
 
 
 @triton.jit(do_not_specialize=["n", "split", "spare", "state_fill", "source_split", "source_spare", "base"])
 def _write_pending_kernel(
     reps_ptr, count_ptr, query_ptr, entry_ptr, table_ptr, target_ptr, pending_ptr, owner_ptr, uses_ptr,
     keys_ptr, scores_ptr, occupied_ptr, protected_ptr, device_ptr, host_ptr, row_stride, split, spare,
-    seeds_ptr, lower_ptr, span_ptr, state_fill, clock_ptr, slot_ptr, dst_ptr, n,
+    seeds_ptr, lower_ptr, span_ptr, state_fill, clock_ptr, slot_ptr, n,
     source_slot_ptr, source_device_ptr, source_host_ptr, source_split, source_spare, source_scores_ptr, source_protected_ptr,
     spill_ptr, base,
-    DIM: tl.constexpr, WIDTH: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_D: tl.constexpr, ROWS: tl.constexpr,
+    DIM: tl.constexpr, WIDTH: tl.constexpr, BLOCK_W: tl.constexpr, ROWS: tl.constexpr,
     LANES: tl.constexpr, LFU: tl.constexpr, GRID: tl.constexpr, SOURCE: tl.constexpr, CARRY: tl.constexpr, SPILL: tl.constexpr,
-    FILL: tl.constexpr,
 ):
     """Write each planned new id (key, score, occupied flag, row: drawn with fresh optimizer state, or taken from
     the source tier) and free its pending entry for the next batch; then, per index, release its slot here (and
-    its source slot there), overwrite a found id from its source slot (``CARRY``: a write-back) and fill in the
-    absent indices (``_fill_absent``)."""
+    its source slot there), overwrite a found id from its source slot (``CARRY``: a write-back) and give each
+    absent index its new id's slot (``_give_absent``)."""
     count = tl.load(count_ptr)
     cols = tl.arange(0, BLOCK_W)
     for start in range(tl.program_id(0) * ROWS, count, GRID * ROWS):
@@ -1108,8 +1082,6 @@ def _write_pending_kernel(
         tl.store(occupied_ptr + target, tl.full([ROWS], 1, tl.uint8), mask=placed)
         row = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, target)
         tl.store(row[:, None] + cols[None, :], values, mask=placed[:, None] & (cols[None, :] < WIDTH))
-        if FILL:  # the carrying index's own values, from the row it holds (``_fill_absent`` leaves them)
-            tl.store(dst_ptr + position[:, None] * DIM + cols[None, :], values, mask=placed[:, None] & (cols[None, :] < DIM))
         tl.store(pending_ptr + entry, tl.full([ROWS], _HIGHEST, tl.int64), mask=valid)
         tl.store(owner_ptr + entry, tl.zeros([ROWS], dtype=tl.int32), mask=valid)
         tl.store(uses_ptr + entry, tl.zeros([ROWS], dtype=tl.int64), mask=valid)
@@ -1129,11 +1101,7 @@ def _write_pending_kernel(
                     into = _row_pointers(device_ptr, host_ptr, row_stride, split, spare, found)
                     tl.store(into[:, None] + cols[None, :], taken, mask=both[:, None] & (cols[None, :] < WIDTH))
                     tl.store(scores_ptr + found, tl.load(source_scores_ptr + origin, mask=both, other=0), mask=both)
-        _fill_absent(
-            offs, n, query_ptr, slot_ptr, entry_ptr, target_ptr, owner_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
-            source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, spill_ptr, base,
-            DIM, BLOCK_D, True, FILL, SOURCE, SPILL,
-        )
+        _give_absent(offs, n, slot_ptr, entry_ptr, target_ptr, spill_ptr, base, SPILL)
 
 
 def _source_operands(source: Source | None, stand_in: torch.Tensor, parts: RowParts) -> tuple:
@@ -1150,24 +1118,23 @@ def _source_operands(source: Source | None, stand_in: torch.Tensor, parts: RowPa
 
 def write_new(
     index: SlotArrays, found: Found, keys: torch.Tensor, access: Access, parts: RowParts, draws: DrawTables, state_fill: float,
-    dst: torch.Tensor | None, source: Source | None,
+    source: Source | None,
 ) -> None:
     """Store the new ids ``place_new`` planned, with rows drawn or taken from ``source``, reset their pending
-    entries, release the batch's slots in ``protected``, and fill in the absent indices' slots and (``dst``)
-    initial values (see ``torch_ops.write_new``)."""
+    entries, release the batch's slots in ``protected``, and give the absent indices their slots (see
+    ``torch_ops.write_new``)."""
     n = keys.numel()  # the batch's indices (``reps`` holds ``count`` of them, and may be no longer: torch's find)
     if n == 0:
         return
-    pending, width, dim = index.pending, parts.width, draws.dim
+    pending, width = index.pending, parts.width
     grid = min(triton.cdiv(n, _FIND_BLOCK), _PENDING_PROGRAMS)
     _launch(
         _write_pending_kernel, (grid,), found.reps, found.count, keys, found.entry, found.table, pending.target, pending.keys, pending.owner,
         pending.uses, index.keys, index.scores, index.occupied.view(torch.uint8), index.protected.view(torch.uint8), parts.device, parts.host,
-        width, parts.split, parts.spare, draws.seed_words, draws.lower, draws.span, state_fill, access.clock, found.slots,
-        keys if dst is None else dst, n, *_source_operands(source, keys, parts),
-        DIM=dim, WIDTH=width, BLOCK_W=triton.next_power_of_2(width), BLOCK_D=max(16, triton.next_power_of_2(dim)),
-        ROWS=_PENDING_ROWS, LANES=_FIND_BLOCK, LFU=access.add_counts, GRID=grid, SOURCE=source is not None,
-        CARRY=source is not None and source.carry, SPILL=source is not None and source.spill is not None, FILL=dst is not None,
+        width, parts.split, parts.spare, draws.seed_words, draws.lower, draws.span, state_fill, access.clock, found.slots, n,
+        *_source_operands(source, keys, parts),
+        DIM=draws.dim, WIDTH=width, BLOCK_W=triton.next_power_of_2(width), ROWS=_PENDING_ROWS, LANES=_FIND_BLOCK, LFU=access.add_counts,
+        GRID=grid, SOURCE=source is not None, CARRY=source is not None and source.carry, SPILL=source is not None and source.spill is not None,
     )
 
 
@@ -1177,12 +1144,23 @@ def _fresh_kernel(
     source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare,
     DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK: tl.constexpr, SOURCE: tl.constexpr,
 ):
+    """Each index with slot -1: its row in the source tier where it has one there (``SOURCE``), else its draw, into
+    its row of ``dst``."""
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    _fill_absent(
-        offs, n, query_ptr, slot_ptr, slot_ptr, slot_ptr, slot_ptr, table_ptr, seeds_ptr, lower_ptr, span_ptr, dst_ptr,
-        source_slot_ptr, source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, slot_ptr, 0,
-        DIM, BLOCK_D, False, True, SOURCE, False,
-    )
+    valid = offs < n
+    absent = valid & (tl.load(slot_ptr + offs, mask=valid, other=0) < 0)
+    if tl.max(absent.to(tl.int32), axis=0) > 0:
+        cols = tl.arange(0, BLOCK_D)
+        query = tl.load(query_ptr + offs, mask=absent, other=0)
+        table = tl.load(table_ptr + offs, mask=absent, other=0)
+        values = _drawn_rows(query, table, absent, seeds_ptr, lower_ptr, span_ptr, cols)
+        if SOURCE:
+            origin = tl.load(source_slot_ptr + offs, mask=absent, other=-1)
+            known = absent & (origin >= 0)
+            row = _row_pointers(source_device_ptr, source_host_ptr, row_stride, source_split, source_spare, origin)
+            taken = tl.load(row[:, None] + cols[None, :], mask=known[:, None] & (cols[None, :] < DIM), other=0.0)
+            values = tl.where(known[:, None], taken, values)
+        tl.store(dst_ptr + offs[:, None] * DIM + cols[None, :], values, mask=absent[:, None] & (cols[None, :] < DIM))
 
 
 def fresh_rows(keys: torch.Tensor, slots: torch.Tensor, table: torch.Tensor, draws: DrawTables, dst: torch.Tensor, source: Source | None) -> None:
