@@ -23,10 +23,12 @@ from dynemb import (
     EmbOptimType,
     PoolingMode,
 )
+from dynemb.kernels import kernel_path
 from dynemb.optimizers import state_width
 
 CUDA = torch.cuda.is_available()
-needs_cuda = pytest.mark.skipif(not CUDA, reason="needs CUDA")
+# The torch path (DYNEMB_KERNELS=torch) is the reference the kernels are tested against, and syncs by design.
+needs_cuda_kernels = pytest.mark.skipif(not CUDA or kernel_path("cuda") == "torch", reason="needs CUDA and its Triton kernels")
 
 
 def _batches(count: int, tables: int, batch: int, pooled: bool, device: str = "cuda") -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -55,7 +57,7 @@ def _train(tables: BatchedDynamicEmbeddingTables, batches: list) -> list[torch.T
     return outputs
 
 
-@needs_cuda
+@needs_cuda_kernels
 @pytest.mark.parametrize("optimizer", [EmbOptimType.EXACT_SGD, EmbOptimType.ADAM])
 @pytest.mark.parametrize("pooling", [PoolingMode.NONE, PoolingMode.SUM])
 def test_an_hbm_training_step_never_synchronises(monkeypatch: pytest.MonkeyPatch, optimizer: EmbOptimType, pooling: PoolingMode) -> None:
@@ -91,7 +93,7 @@ def _assert_trains_like(reference: BatchedDynamicEmbeddingTables, train: Callabl
         torch.testing.assert_close(rows, want_rows, rtol=1e-4, atol=1e-5)
 
 
-@needs_cuda
+@needs_cuda_kernels
 def test_an_hbm_eval_loop_synchronises_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Eval reads the training batches' pending checks once, then runs as training does: no synchronisation."""
     batches = _batches(4, tables=3, batch=300, pooled=False)
@@ -140,7 +142,7 @@ def _train_prefetching(tables: BatchedDynamicEmbeddingTables, batches: list) -> 
     return outputs
 
 
-@needs_cuda
+@needs_cuda_kernels
 @pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
 @pytest.mark.parametrize("storage", ["gpu", "caching", "hybrid", "host"])
 @pytest.mark.parametrize("optimizer", [EmbOptimType.EXACT_SGD, EmbOptimType.ADAM])
