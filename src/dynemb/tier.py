@@ -200,7 +200,8 @@ class CachedTier:
     those slots hold, and the indices the cache could not place, go to the storage in one pass (``outgoing``,
     then a claiming find, a plan and a write whose rows come straight from the cache slots they leave); then
     the cache writes its new ids with their rows read straight from storage (or drawn, for ids it holds
-    nowhere), and gives each index it could not place its storage address. A missed id's stored row is
+    nowhere), and gives each index it could not place its storage address; each absent index's values are then
+    read from the row at its address (``fresh_rows``), so a stored row crosses the link once. A missed id's stored row is
     protected from the write-back's evictions until it has been read. The rows the insert moves are counted
     in ``traffic`` (``dynemb.counters.HostTraffic``) on the device.
     """

@@ -12,8 +12,8 @@
   ids (``atomic_min`` per entry); a second kernel locates each index's entry and
   elects one index per new id. ``place_new`` plans each new id's slot as
   ``place_keys`` does, and ``write_new`` writes the ids with rows drawn in the kernel,
-  releases the slots and fills in the absent indices; both loop to a count that only
-  the device holds.
+  releases the slots and gives the absent indices theirs; both loop to a count that
+  only the device holds. ``fresh_rows`` fills in the absent indices' values.
 - ``check_offsets``: a batch's offset checks folded into the module's record by
   batch number (the first failure stays), and offsets safe for every kernel.
 - Row kernels (``gather_rows``, ``gather_unique``, ``scatter_rows`` and the update)
