@@ -25,7 +25,10 @@ COMMANDS = (
 )
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``embprof`` parser; given ``command`` (one of :data:`COMMANDS`), with that subcommand
+    alone, so that a run imports one subcommand module, not all of them (start-up counts in a
+    short step's time: the breakdown's against its read floor, issue 33)."""
     top = argparse.ArgumentParser(
         prog="embprof",
         description="Per-op GPU time of embedding tables: the steps of the embprof workflow.",
@@ -33,7 +36,7 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--version", action="version", version=f"embprof {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if command is None else (command,):
         module = importlib.import_module(f"embprof.cli.{name.replace('-', '_')}")
         sub = commands.add_parser(
             name, help=module.HELP, description=module.__doc__,
@@ -50,7 +53,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv and argv[0] in COMMANDS else None  # else every one: help, errors
+    args = parser(command).parse_args(argv)
     try:
         code = args.run(args) or 0
         if code == 0 and args.record_settings:

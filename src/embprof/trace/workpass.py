@@ -163,7 +163,7 @@ class _Sums:
         window, at = dedupe((iteration - low) * groups + gids[inverse], (int(iteration.max()) - low + 1) * groups)
         it, gid = np.divmod(window, groups)
         pair = gid * self.n_iter + it + low
-        order = np.argsort(pair)  # the chunk's run, sorted (few: groups x its iterations)
+        order = _by_group(gid, groups)  # the chunk's run, sorted by pair
         self.samples.append((pair[order], np.bincount(at, weights=end - start, minlength=len(window))[order]))
         self.nbytes[gids] += np.bincount(inverse, weights=w.nbytes[rows], minlength=len(uniq))
         if (self.first[gids] > first_row).any():  # a group not yet seen before this chunk's rows
@@ -198,6 +198,15 @@ class _Sums:
             sample_group=pair // self.n_iter, sample_iteration=pair % self.n_iter,
             sample_ns=np.rint(ns).astype(np.int64),
         )
+
+
+def _by_group(gid: np.ndarray, groups: int) -> np.ndarray:
+    """The stable order of ``gid`` (ints below ``groups``): pairs listed by iteration, then group,
+    come out by group, then iteration. Where the groups fit 16 bits, numpy sorts them by radix
+    (linear), several times faster than a comparison sort of the pairs."""
+    if groups <= 1 << 16:
+        return np.argsort(gid.astype(np.uint16), kind="stable")
+    return np.argsort(gid, kind="stable")
 
 
 def _sum_runs(runs: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
