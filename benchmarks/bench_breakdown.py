@@ -25,6 +25,11 @@ own), the programs interleaved round by round so that all see the same load:
   from its own venv (``python3 -m venv /tmp/benchvenv && /tmp/benchvenv/bin/pip
   install -r benchmarks/requirements.txt``).
 
+Each embprof tree the rounds run (ours, the baseline's) is compiled to bytecode first, as
+an installed package is: where ``PYTHONDONTWRITEBYTECODE`` is set, every measured
+process would otherwise compile embprof's modules again (some 0.05 s), a cost that
+neither an installed copy nor the floor's packages pay.
+
 CPU seconds (user + system, every thread) and wall seconds are given as the
 min and the median over the rounds; peak RSS as the max. Then the ratios the
 targets of issue 18 are stated in.
@@ -189,6 +194,7 @@ def main() -> None:
         if baseline and (case[1] in {int(s) for s in args.baseline_sizes.split(",") if s} or len(case) > 2):
             programs[(case, "baseline")] = [*baseline, "-m", "embprof", "breakdown", str(path),
                                             "--out-dir", str(out_dir / "baseline")]
+    precompile([_embprof_dir(), *([args.baseline_src / "embprof"] if args.baseline_src else [])])
     runs: dict = {key: [] for key in programs}
     loads = []
     for _ in range(args.repeat):
@@ -200,6 +206,25 @@ def main() -> None:
     report(got, cases, loads, args)
     if args.json:
         args.json.write_text(json.dumps({f"{'/'.join(map(str, c))}/{p}": v for (c, p), v in got.items()}, indent=2) + "\n")
+
+
+def _embprof_dir() -> Path:
+    """The embprof package ``python -m embprof`` runs here (located, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("embprof")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("bench_breakdown: embprof is not importable here (run from the project's venv)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def precompile(packages: list[Path]) -> None:
+    """Bytecode for every module of ``packages``, written even under ``PYTHONDONTWRITEBYTECODE``."""
+    import compileall
+
+    for package in packages:
+        if not compileall.compile_dir(str(package), quiet=1):
+            raise SystemExit(f"bench_breakdown: {package} does not compile")
 
 
 def _baseline(args) -> list[str] | None:
