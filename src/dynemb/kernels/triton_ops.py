@@ -34,8 +34,8 @@
 - ``uniform_rows``: the uniform initializer in one kernel instead of a dozen
   elementwise torch ops (the same integer bits, so up to float rounding the same values).
 - ``place_keys``: an insert's slot choice (empty slots first, then lowest score,
-  protected slots never) planned per key from its bucket's row by pairwise compares,
-  then written by a second kernel: no per-bucket sort, no host sync.
+  protected slots never) planned per key from its bucket's row (its rank's worth of
+  minima), then written by a second kernel: no per-bucket sort, no host sync.
 - ``pool_rows``: pooled SUM/MEAN straight from the unique rows through ``inverse``
   into the module's output columns, without the ``[indices, dim]`` intermediate.
 
@@ -857,7 +857,7 @@ def uniform_rows(
 
 
 @triton.jit
-def _plan_slot(base, rank, occupied_ptr, scores_ptr, protected_ptr, CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr):
+def _plan_slot(base, rank, occupied_ptr, scores_ptr, protected_ptr, CAP: tl.constexpr, BLOCK_C: tl.constexpr):
     """(slot, placed) of the ``rank``-th new key of the bucket starting at slot ``base``: empty slots first (they
     form the bucket's tail), then occupied ones by ascending score (ties: lower position), protected never.
     Reads the table only, so keys of one bucket may be planned at once; rank -1 places nothing."""
@@ -872,20 +872,15 @@ def _plan_slot(base, rank, occupied_ptr, scores_ptr, protected_ptr, CAP: tl.cons
         priority = tl.where(occupied, tl.load(scores_ptr + base + s, mask=real, other=0), _LOWEST)
         blocked = (tl.load(protected_ptr + base + s, mask=real, other=1) != 0) | (real == 0)
         priority = tl.where(blocked, _HIGHEST, priority)
-        # Position of each slot in the stable ascending order of priority (ties: lower position first).
-        order_of_slot = tl.zeros([BLOCK_C], dtype=tl.int32)
-        for c in range(0, BLOCK_C, CHUNK):
-            t = c + tl.arange(0, CHUNK)
-            t_real = t < CAP
-            t_occupied = tl.load(occupied_ptr + base + t, mask=t_real, other=0) != 0
-            t_priority = tl.where(t_occupied, tl.load(scores_ptr + base + t, mask=t_real, other=0), _LOWEST)
-            t_blocked = (tl.load(protected_ptr + base + t, mask=t_real, other=1) != 0) | (t_real == 0)
-            t_priority = tl.where(t_blocked, _HIGHEST, t_priority)
-            ahead = (t_priority[None, :] < priority[:, None]) | ((t_priority[None, :] == priority[:, None]) & (t[None, :] < s[:, None]))
-            order_of_slot += tl.sum(ahead.to(tl.int32), axis=1)
         eligible = tl.sum((blocked == 0).to(tl.int32), axis=0)
         placed = rank < eligible
-        position = tl.sum(tl.where(order_of_slot == rank, s, 0), axis=0).to(tl.int64)
+        # The rank-th slot of the stable ascending order of priority: rank + 1 leftmost minima, each taken out
+        # in turn. A bucket's new ids rank low (most batches bring one or two), so this is a few passes over
+        # the bucket where sorting it (every pair of slots compared) was CAP of them.
+        position = tl.zeros([], dtype=tl.int64)
+        for _ in range(0, tl.minimum(rank, eligible - 1) + 1):
+            position = tl.argmin(priority, axis=0, tie_break_left=True).to(tl.int64)
+            priority = tl.where(s == position, _HIGHEST, priority)
     return tl.where(placed, base + position, -1), placed
 
 
@@ -893,11 +888,11 @@ def _plan_slot(base, rank, occupied_ptr, scores_ptr, protected_ptr, CAP: tl.cons
 def _place_kernel(
     sorted_bucket_ptr, rank_ptr, occupied_ptr, scores_ptr, protected_ptr, keys_ptr,
     target_ptr, evicted_mask_ptr, evicted_key_ptr, evicted_score_ptr,
-    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr,
+    CAP: tl.constexpr, BLOCK_C: tl.constexpr,
 ):
     """Plan one new key: its slot and what it evicts."""
     i = tl.program_id(0)
-    target, placed = _plan_slot(tl.load(sorted_bucket_ptr + i) * CAP, tl.load(rank_ptr + i), occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C, CHUNK)
+    target, placed = _plan_slot(tl.load(sorted_bucket_ptr + i) * CAP, tl.load(rank_ptr + i), occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C)
     tl.store(target_ptr + i, target)
     safe = tl.where(placed, target, 0)
     tl.store(evicted_mask_ptr + i, (tl.load(occupied_ptr + safe) != 0) & placed)
@@ -921,7 +916,7 @@ def place_keys(
     index: SlotArrays, sorted_buckets: torch.Tensor, rank: torch.Tensor, order: torch.Tensor, keys: torch.Tensor, scores: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Slot and write new keys exactly as ``torch_ops.place_keys``: a planning kernel that only reads the table
-    (one program per key, its bucket's slot order by pairwise compares), then a kernel that writes the keys."""
+    (one program per key: the slot of its rank in its bucket's priority order), then a kernel that writes the keys."""
     n = sorted_buckets.numel()
     device = keys.device
     target = torch.empty(n, dtype=torch.int64, device=device)
@@ -936,7 +931,7 @@ def place_keys(
     _launch(_place_kernel, (n,),
         sorted_buckets, rank, occupied_bytes, index.scores, index.protected.view(torch.uint8), index.keys,
         target, evicted_mask.view(torch.uint8), evicted_keys, evicted_scores,
-        CAP=cap, BLOCK_C=block_c, CHUNK=min(32, block_c),
+        CAP=cap, BLOCK_C=block_c,
     )
     _launch(_write_kernel, (triton.cdiv(n, _ELEMENT_BLOCK),),
         target, order, keys, scores, index.keys, index.scores, occupied_bytes, n, BLOCK=_ELEMENT_BLOCK,
@@ -955,7 +950,7 @@ _PENDING_ROWS = 8
 def _place_pending_kernel(
     reps_ptr, count_ptr, bucket_ptr, entry_ptr, table_ptr, target_ptr,
     occupied_ptr, scores_ptr, protected_ptr, evictions_ptr,
-    CAP: tl.constexpr, BLOCK_C: tl.constexpr, CHUNK: tl.constexpr, GRID: tl.constexpr,
+    CAP: tl.constexpr, BLOCK_C: tl.constexpr, GRID: tl.constexpr,
 ):
     """Plan each new id's slot (``PendingArrays.target``): its entry's place in the bucket's pending row is its
     rank by id, as ``insert`` ranks new ids. Counts evictions."""
@@ -964,7 +959,7 @@ def _place_pending_kernel(
         position = tl.load(reps_ptr + i)
         base = tl.load(bucket_ptr + position) * CAP
         entry = tl.load(entry_ptr + position)
-        target, placed = _plan_slot(base, entry - base, occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C, CHUNK)
+        target, placed = _plan_slot(base, entry - base, occupied_ptr, scores_ptr, protected_ptr, CAP, BLOCK_C)
         tl.store(target_ptr + entry, target)
         evicts = placed & (tl.load(occupied_ptr + tl.where(placed, target, 0)) != 0)
         tl.atomic_add(evictions_ptr + tl.load(table_ptr + position), 1, mask=evicts)
@@ -981,7 +976,7 @@ def place_new(index: SlotArrays, found: Found, evictions: torch.Tensor) -> None:
     grid = min(n, _PENDING_PROGRAMS)
     _launch(_place_pending_kernel, (grid,),
         found.reps, found.count, found.buckets, found.entry, found.table, index.pending.target, index.occupied.view(torch.uint8), index.scores,
-        index.protected.view(torch.uint8), evictions, CAP=cap, BLOCK_C=block_c, CHUNK=min(32, block_c), GRID=grid,
+        index.protected.view(torch.uint8), evictions, CAP=cap, BLOCK_C=block_c, GRID=grid,
     )
 
 
