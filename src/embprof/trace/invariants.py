@@ -86,7 +86,7 @@ class _Checked:
             h = _row_hash(rows)
             hashes.append(h)
             s = rows.start
-            starts.append(s)
+            starts.append(s.copy())  # a view would keep the reader's batch in memory (+22 MB peak)
             if in_order and len(s):
                 if (last is not None and s[0] < last[0]) or (s[1:] < s[:-1]).any():
                     in_order = False
