@@ -79,6 +79,24 @@ def first_bytes(arr: pa.Array) -> np.ndarray:
     return out
 
 
+def last_bytes(arr: pa.Array) -> np.ndarray:
+    """The last byte of each string (0 for an empty one), read from the array's offsets and data."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.uint8)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+    data = arr.buffers()[2]
+    if data is None or len(data) == 0:
+        return np.zeros(n, np.uint8)
+    data = np.frombuffer(data, dtype=np.uint8)
+    ends = offsets[1:]
+    out = data[np.clip(ends - 1, 0, len(data) - 1)]
+    out[ends == offsets[:-1]] = 0
+    return out
+
+
 def int_array(values: np.ndarray) -> pa.Array:
     """A numpy integer array as an Arrow int64 array (indices for ``take``)."""
     values = np.ascontiguousarray(values, dtype=np.int64)

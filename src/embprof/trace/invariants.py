@@ -28,7 +28,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from embprof.arrow import first_bytes, matches, take
+from embprof.arrow import first_bytes, last_bytes, matches, take
 from embprof.errors import TraceError
 
 from .calls import CollidingCalls
@@ -37,6 +37,9 @@ from .model import RangeRows, TraceSource, WorkRows
 __all__ = ["CollidingCalls", "checked", "colliding_calls_error"]
 
 _EMPTY_OP = r"^op:\s*$"
+_EMPTY_OP_LAST = np.zeros(256, bool)  # by last byte: could the name match _EMPTY_OP (a superset)
+_EMPTY_OP_LAST[np.frombuffer(b":\t\n\v\f\r ", np.uint8)] = True
+_EMPTY_OP_LAST[0x80:] = True
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -60,7 +63,9 @@ class _Checked:
     def ranges(self) -> Iterator[RangeRows]:
         for rows in self._source.ranges():
             if self._layout == "default" and len(rows):
-                ops = np.flatnonzero(first_bytes(rows.names) == ord("o"))  # the only names that can be "op:"
+                # The only names that can be an empty "op:": "o" first, and ":" or a space (or a byte of
+                # a non-ASCII character) last; most op names end otherwise, so the regex rarely runs.
+                ops = np.flatnonzero((first_bytes(rows.names) == ord("o")) & _EMPTY_OP_LAST[last_bytes(rows.names)])
                 empty = ops[matches(take(rows.names, ops), _EMPTY_OP)] if len(ops) else ops
                 if len(empty):
                     first = int(rows.start[empty[0]])
