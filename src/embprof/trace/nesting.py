@@ -182,11 +182,7 @@ def innermost(forest: Forest, p_thread: np.ndarray, p_time: np.ndarray) -> np.nd
     r = np.full(len(p_time), -1, dtype=np.int64)
     if len(forest) == 0:
         return r
-    codes, threads = dense_codes(p_thread)
-    known = np.searchsorted(forest.threads, threads)
-    np.minimum(known, len(forest.threads) - 1, out=known)
-    known[forest.threads[known] != threads] = -1
-    tc = known[codes]
+    tc = _thread_codes(forest.threads, p_thread)
     rel = p_time - forest.t0
     cand = np.flatnonzero((tc >= 0) & (rel >= 0) & (rel < forest.span))
     key = tc[cand] * forest.span + rel[cand]
@@ -201,3 +197,16 @@ def innermost(forest: Forest, p_thread: np.ndarray, p_time: np.ndarray) -> np.nd
         r[todo] = forest.parent[rr[out]]
         todo = todo[r[todo] >= 0]
     return r
+
+
+def _thread_codes(threads: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each value's index among ``threads`` (sorted, distinct), -1 where it is none of them. A trace
+    has a few threads: a comparison per thread beats coding the values first (once per call chunk)."""
+    if len(threads) <= 4:
+        out = np.full(len(values), -1, np.int64)
+        for k, t in enumerate(threads.tolist()):
+            out[values == t] = k
+        return out
+    pos = np.searchsorted(threads, values)
+    np.minimum(pos, len(threads) - 1, out=pos)
+    return np.where(threads[pos] == values, pos, -1)
