@@ -79,6 +79,43 @@ def first_bytes(arr: pa.Array) -> np.ndarray:
     return out
 
 
+def last_bytes(arr: pa.Array) -> np.ndarray:
+    """The last byte of each string (0 for an empty one), read from the array's offsets and data."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    n = len(arr)
+    if n == 0:
+        return np.zeros(0, np.uint8)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
+    data = arr.buffers()[2]
+    if data is None or len(data) == 0:
+        return np.zeros(n, np.uint8)
+    data = np.frombuffer(data, dtype=np.uint8)
+    ends = offsets[1:]
+    out = data[np.clip(ends - 1, 0, len(data) - 1)]
+    out[ends == offsets[:-1]] = 0
+    return out
+
+
+def has_prefix(arr: pa.Array, rows: np.ndarray, prefix: bytes) -> np.ndarray:
+    """Whether each of the strings ``rows`` starts with ``prefix`` (UTF-8 bytes, as Arrow's
+    ``starts_with`` compares them), read in the array's buffers: the strings are not copied."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if len(rows) == 0:
+        return np.zeros(0, bool)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=len(arr) + 1, offset=arr.offset * 4)
+    start = offsets[rows].astype(np.int64)
+    hit = offsets[rows + 1] - start >= len(prefix)
+    data = arr.buffers()[2]
+    if not prefix or not hit.any():
+        return hit
+    data = np.frombuffer(data, dtype=np.uint8)
+    for j, byte in enumerate(prefix):
+        hit &= data[np.minimum(start + j, len(data) - 1)] == byte
+    return hit
+
+
 def int_array(values: np.ndarray) -> pa.Array:
     """A numpy integer array as an Arrow int64 array (indices for ``take``)."""
     values = np.ascontiguousarray(values, dtype=np.int64)

@@ -234,15 +234,11 @@ def _work_names(source: TraceSource, names: list[tuple[int, int]], wanted: np.nd
 
 def _range_ns(ctx: Contexts, work: WorkTotals, labels: list[str]) -> dict[tuple[str, str], int]:
     """Summed time per (label, backend) from each span's start until it and the work launched in it are done."""
-    totals: dict[tuple[str, str], int] = {}
     if not ctx.span_label:
-        return totals
+        return {}
     end = np.maximum(np.array(ctx.span_end, np.int64), work.span_end)
-    spans = zip(ctx.span_label, ctx.span_backend, (end - np.array(ctx.span_start, np.int64)).tolist(), strict=True)
-    for lab, b, ns in spans:
-        key = (labels[lab], BACKENDS[b])
-        totals[key] = totals.get(key, 0) + int(ns)
-    return totals
+    return _per_label_backend(np.array(ctx.span_label, np.int64), np.array(ctx.span_backend, np.int64),
+                              end - np.array(ctx.span_start, np.int64), labels)
 
 
 def _idle_ns(ctx: Contexts, work: WorkTotals, labels: list[str],
@@ -252,13 +248,25 @@ def _idle_ns(ctx: Contexts, work: WorkTotals, labels: list[str],
     if not ctx.span_label or ctx.layout != "default":
         return {}
     has = work.counted_end >= 0
-    window: dict[tuple[str, str], int] = {}
     lengths = (work.counted_end - np.where(has, work.counted_start, 0))[has]
-    for lab, b, ns in zip(np.array(ctx.span_label)[has].tolist(), np.array(ctx.span_backend)[has].tolist(),
-                          lengths.tolist(), strict=True):
-        key = (labels[lab], BACKENDS[b])
-        window[key] = window.get(key, 0) + int(ns)
+    window = _per_label_backend(np.array(ctx.span_label, np.int64)[has], np.array(ctx.span_backend, np.int64)[has],
+                                lengths, labels)
     return {key: max(ns - busy.get(key, 0), 0) for key, ns in window.items()}
+
+
+def _per_label_backend(label: np.ndarray, backend: np.ndarray, ns: np.ndarray,
+                       labels: list[str]) -> dict[tuple[str, str], int]:
+    """``ns`` summed per (label, backend), keyed in order of first appearance: summed in numpy (a
+    trace has a span per iteration and backend, tens of thousands), only the sums meet Python."""
+    uniq, first, inverse = np.unique(label * len(BACKENDS) + backend, return_index=True, return_inverse=True)
+    sums = np.zeros(len(uniq), np.int64)
+    np.add.at(sums, inverse.reshape(-1), ns)
+    totals: dict[tuple[str, str], int] = {}
+    for at in np.argsort(first, kind="stable").tolist():
+        lab, b = divmod(int(uniq[at]), len(BACKENDS))
+        key = (labels[lab], BACKENDS[b])
+        totals[key] = totals.get(key, 0) + int(sums[at])
+    return totals
 
 
 def trace_stem(path) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from embprof.arrow import first_bytes, index_in, matches, starts_with, string_array, take
+from embprof.arrow import first_bytes, has_prefix, index_in, matches, string_array, take
 from embprof.labels import CONFIG_RANGE
 
 from .range_layout import BACKENDS, PHASES
@@ -42,27 +42,30 @@ def classify(names: pa.Array, layout: str) -> tuple[np.ndarray, np.ndarray]:
     cls = np.full(n, OTHER, dtype=np.int8)
     first = first_bytes(names)
     for kind, letters, prefix, pattern in _TESTS:
-        rows = np.flatnonzero(np.isin(first, letters)) if len(letters) > 1 else np.flatnonzero(first == letters[0])
+        rows = np.flatnonzero(letters[first])
         if len(rows) == 0:
             continue
-        sub = take(names, rows)
         if kind == BACKEND:  # backends and phases: the names themselves
-            which = index_in(sub, _FIXED)
+            which = index_in(take(names, rows), _FIXED)
             hit = which >= 0
             rows, which = rows[hit], which[hit]
             backend = which < len(BACKENDS)
             cls[rows] = np.where(backend, BACKEND, PHASE)
             val[rows] = np.where(backend, which, which - len(BACKENDS))
             continue
-        hit = starts_with(sub, prefix)
+        hit = has_prefix(names, rows, prefix.encode())  # in the buffers: most rows fail it, none copied
         if pattern is not None and hit.any():
-            hit[hit] = matches(take(sub, np.flatnonzero(hit)), pattern)
+            hit[hit] = matches(take(names, rows[hit]), pattern)
         cls[rows[hit]] = kind
     return cls, val
 
 
 def _letters(*names: str) -> np.ndarray:
-    return np.unique(np.frombuffer("".join(n[0] for n in names).encode(), np.uint8))
+    """By byte, whether a name that starts with it could be one of ``names`` (a table: one index
+    per row, where np.isin costs a sort)."""
+    table = np.zeros(256, bool)
+    table[np.frombuffer("".join(n[0] for n in names).encode(), np.uint8)] = True
+    return table
 
 
 # (class, first letters of its names, prefix, pattern): the tests, each on the rows it could pass.

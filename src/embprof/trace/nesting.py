@@ -54,7 +54,7 @@ def enclosing(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     if n == 0:
         return np.zeros(0, np.int64)
     one_thread = thread[0] == thread[-1]  # sorted by thread: all of one
-    new_thread = np.zeros(n, bool) if one_thread else np.r_[True, thread[1:] != thread[:-1]]
+    new_thread = np.zeros(n, bool) if one_thread else _run_starts(thread)
     new_thread[0] = True
     leaf = np.ones(n, bool)
     leaf[:-1] = start[1:] >= end[:-1]
@@ -71,7 +71,9 @@ def enclosing(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
     before = np.where(leaf, -1, np.arange(n, dtype=np.int64))
     np.maximum.accumulate(before, out=before)
     leaves = np.flatnonzero(leaf)
-    cand = np.r_[-1, before[:-1]][leaves]  # the last inner range started before each leaf
+    cand = before[leaves - 1]  # the last inner range started before each leaf
+    if leaves[0] == 0:
+        cand[0] = -1
     if not one_thread:
         cand[cand < _thread_first(new_thread)[leaves]] = -1
     closed = np.flatnonzero((cand >= 0) & (end[np.maximum(cand, 0)] <= start[leaves]))
@@ -85,12 +87,24 @@ def enclosing(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndar
 
 def thread_first(thread: np.ndarray) -> np.ndarray:
     """Per position of a sequence sorted by thread: the first position of its thread's block."""
-    return _thread_first(np.r_[True, thread[1:] != thread[:-1]]) if len(thread) else np.zeros(0, np.int64)
+    return _thread_first(_run_starts(thread)) if len(thread) else np.zeros(0, np.int64)
 
 
 def _thread_first(new_thread: np.ndarray) -> np.ndarray:
     first = np.flatnonzero(new_thread)
-    return np.repeat(first, np.diff(np.r_[first, len(new_thread)]))
+    length = np.empty_like(first)
+    length[:-1] = first[1:] - first[:-1]
+    length[-1:] = len(new_thread) - first[-1:]
+    return np.repeat(first, length)
+
+
+def _run_starts(values: np.ndarray) -> np.ndarray:
+    """Where each run of equal values begins (``values`` not empty). Not ``np.r_``: its index
+    tricks cost more than the comparison on a chunk, and these run hundreds of times a trace."""
+    out = np.empty(len(values), bool)
+    out[0] = True
+    np.not_equal(values[1:], values[:-1], out=out[1:])
+    return out
 
 
 def _pointer_jumping(new_thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
@@ -147,7 +161,7 @@ def innermost_of(thread: np.ndarray, start: np.ndarray, end: np.ndarray, member:
     np.maximum.accumulate(last, out=last)
     if n and thread[0] != thread[-1]:  # sorted by thread: more than one
         if thread_first is None:
-            thread_first = _thread_first(np.r_[True, thread[1:] != thread[:-1]])
+            thread_first = _thread_first(_run_starts(thread))
         last[last < thread_first] = -1  # another thread's
     closed = np.flatnonzero((last >= 0) & (end[np.maximum(last, 0)] <= start))
     if len(closed):
@@ -168,11 +182,7 @@ def innermost(forest: Forest, p_thread: np.ndarray, p_time: np.ndarray) -> np.nd
     r = np.full(len(p_time), -1, dtype=np.int64)
     if len(forest) == 0:
         return r
-    codes, threads = dense_codes(p_thread)
-    known = np.searchsorted(forest.threads, threads)
-    np.minimum(known, len(forest.threads) - 1, out=known)
-    known[forest.threads[known] != threads] = -1
-    tc = known[codes]
+    tc = _thread_codes(forest.threads, p_thread)
     rel = p_time - forest.t0
     cand = np.flatnonzero((tc >= 0) & (rel >= 0) & (rel < forest.span))
     key = tc[cand] * forest.span + rel[cand]
@@ -187,3 +197,16 @@ def innermost(forest: Forest, p_thread: np.ndarray, p_time: np.ndarray) -> np.nd
         r[todo] = forest.parent[rr[out]]
         todo = todo[r[todo] >= 0]
     return r
+
+
+def _thread_codes(threads: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Each value's index among ``threads`` (sorted, distinct), -1 where it is none of them. A trace
+    has a few threads: a comparison per thread beats coding the values first (once per call chunk)."""
+    if len(threads) <= 4:
+        out = np.full(len(values), -1, np.int64)
+        for k, t in enumerate(threads.tolist()):
+            out[values == t] = k
+        return out
+    pos = np.searchsorted(threads, values)
+    np.minimum(pos, len(threads) - 1, out=pos)
+    return np.where(threads[pos] == values, pos, -1)

@@ -139,7 +139,8 @@ class _LabelGroups:
                 parts.setdefault(name, []).append(values)
         self.keys = list(keys)  # (backend, phase, parent_stages, op, is_op_range, kind)
         self.kernel_names, self.memory_kinds = list(kernels), list(kinds)
-        joined = {name: np.concatenate(arrays) for name, arrays in parts.items()}
+        # One trace (the usual case): its arrays as they are (each a fresh copy already), not copied again.
+        joined = {name: arrays[0] if len(arrays) == 1 else np.concatenate(arrays) for name, arrays in parts.items()}
         self.row, self.kernel, self.kind = joined["row"], joined["kernel"], joined["kind"]
         self.calls, self.ns = joined["calls"], joined["ns"]
         self.nbytes, self.cpu_ns, self.first = joined["nbytes"], joined["cpu_ns"], joined["first"]

@@ -156,7 +156,8 @@ class _Sums:
         gids = self.groups.codes_of_distinct((g_base << 32) | g_name)
         self._grow(len(self.groups))
         self.calls[gids] += np.bincount(inverse, minlength=len(uniq))
-        self.total[gids] += np.bincount(inverse, weights=end - start, minlength=len(uniq))
+        dur = end - start
+        self.total[gids] += np.bincount(inverse, weights=dur, minlength=len(uniq))
         # (group, iteration) pairs: a chunk spans few iterations, so they are coded within its window
         iteration = self.slot_iteration[slot]
         low, groups = int(iteration.min()), len(self.groups)
@@ -164,8 +165,10 @@ class _Sums:
         it, gid = np.divmod(window, groups)
         pair = gid * self.n_iter + it + low
         order = _by_group(gid, groups)  # the chunk's run, sorted by pair
-        self.samples.append((pair[order], np.bincount(at, weights=end - start, minlength=len(window))[order]))
-        self.nbytes[gids] += np.bincount(inverse, weights=w.nbytes[rows], minlength=len(uniq))
+        self.samples.append((pair[order], np.bincount(at, weights=dur, minlength=len(window))[order]))
+        moved = w.nbytes[rows]
+        if moved.any():  # kernels move none: no sum of zeros per chunk of them
+            self.nbytes[gids] += np.bincount(inverse, weights=moved, minlength=len(uniq))
         if (self.first[gids] > first_row).any():  # a group not yet seen before this chunk's rows
             first = np.full(len(uniq), INF, np.int64)
             np.minimum.at(first, inverse, rows + first_row)
