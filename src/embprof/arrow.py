@@ -63,24 +63,15 @@ def to_bools(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 def first_bytes(arr: pa.Array) -> np.ndarray:
     """The first byte of each string (0 for an empty one), read from the array's offsets and data."""
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    n = len(arr)
-    if n == 0:
-        return np.zeros(0, np.uint8)
-    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=n + 1, offset=arr.offset * 4)
-    data = arr.buffers()[2]
-    if data is None or len(data) == 0:
-        return np.zeros(n, np.uint8)
-    data = np.frombuffer(data, dtype=np.uint8)
-    starts = offsets[:-1]
-    out = data[np.minimum(starts, len(data) - 1)]
-    out[offsets[1:] == starts] = 0
-    return out
+    return _edge_bytes(arr, last=False)
 
 
 def last_bytes(arr: pa.Array) -> np.ndarray:
     """The last byte of each string (0 for an empty one), read from the array's offsets and data."""
+    return _edge_bytes(arr, last=True)
+
+
+def _edge_bytes(arr: pa.Array, last: bool) -> np.ndarray:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     n = len(arr)
@@ -91,9 +82,9 @@ def last_bytes(arr: pa.Array) -> np.ndarray:
     if data is None or len(data) == 0:
         return np.zeros(n, np.uint8)
     data = np.frombuffer(data, dtype=np.uint8)
-    ends = offsets[1:]
-    out = data[np.clip(ends - 1, 0, len(data) - 1)]
-    out[ends == offsets[:-1]] = 0
+    starts, ends = offsets[:-1], offsets[1:]
+    out = data[np.clip(ends - 1 if last else starts, 0, len(data) - 1)]
+    out[ends == starts] = 0
     return out
 
 
