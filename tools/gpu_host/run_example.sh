@@ -7,6 +7,9 @@
 # draws the figures and the report from the measured files (nothing re-runs:
 # Snakemake does not redo steps whose outputs exist when only their traces are gone).
 # EXTRA_CONFIG: more `--config` items (e.g. "select=TestGpu" for a part of the configs first).
+# UPSTREAM: a recsys-examples checkout or .tar.gz; NVIDIA's dynamicemb is built from it first
+# (build_dynamicemb.sh, into /tmp/recsys-examples, where the example's config looks for the
+# suite's third backend; a copy built from the same source is kept).
 # Stopped part-way (a lease's time limit), the same call continues: finished
 # steps stay done and an interrupted one runs again (--rerun-incomplete); after
 # a kill that left Snakemake's lock, `python3 -m snakemake --unlock` first.
@@ -18,6 +21,11 @@ source "${SITE:-/tmp/embprof-site}/env.sh"
 # The commit of this copy of the checkout (tools/gpu_host/stamp.sh wrote it where git is).
 [ ! -f .devcarry/source.env ] || source .devcarry/source.env
 export PYTHONUNBUFFERED=1
+if [ -n "${UPSTREAM:-}" ]; then
+    bash "$(dirname "$0")/build_dynamicemb.sh" "$UPSTREAM" > "$out/build_dynamicemb.log" 2>&1 \
+        || { tail -n 20 "$out/build_dynamicemb.log"; exit 1; }
+    tail -n 1 "$out/build_dynamicemb.log"
+fi
 cores=$(nproc)
 # GPU jobs run one at a time (timing asks for every core already); CPU steps in parallel.
 python3 -m snakemake measure --cores "$cores" --set-threads profile="$cores" --keep-going --rerun-incomplete \
