@@ -71,8 +71,7 @@ def _build(src: Path, results: Path, out: Path) -> tuple[float, float]:
 
 
 def _heights(index: Path) -> tuple[int, int]:
-    sys.path.insert(0, str(ROOT / "tests"))  # the tests' browser check: a helper module, not a package
-    from browser_check import open_page
+    from embprof.pages.browser import open_page
 
     closed = asyncio.run(open_page(index, index.with_name("closed.png"), open_all=False))
     opened = asyncio.run(open_page(index, index.with_name("open.png")))

@@ -89,7 +89,7 @@ def test_the_command_says_one_line(tmp_path: Path) -> None:
     junk = tmp_path / "results.tgz"
     junk.write_bytes(b"not a tarball")
     example = example_folder(tmp_path / "example")
-    done = subprocess.run([sys.executable, str(REPO / "tools/publish_example.py"), str(junk), "--example", str(example)],
+    done = subprocess.run([sys.executable, str(REPO / "tools/publish_example.py"), str(junk), "--example", str(example)], cwd=tmp_path,
                           capture_output=True, text=True, check=False)
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"publish_example: {junk}: cannot unpack")

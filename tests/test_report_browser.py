@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from browser_check import PageCheck, open_page
 from report_inputs import LABELS, opcalls_frame, record, report_inputs, write_results
 
+from embprof.pages.browser import PageCheck, open_page
 from embprof.pages.html import figure_page, legend_items
 from embprof.pages.legend import config_legends
 from embprof.plots.export import find_browser

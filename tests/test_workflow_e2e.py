@@ -35,6 +35,14 @@ _JOB = re.compile(r"^(?:local)?(?:rule|checkpoint) (\w+):$")
 _LABEL = re.compile(r"^\s+wildcards: label=(\S+)$")
 
 
+def screenshots(tmp_path: Path) -> Path:
+    """Where a test saves the screenshots the docs show: docs/img with EMBPROF_DOCS_SCREENSHOTS=1
+    set (then commit them), else the test's own temporary folder."""
+    if os.environ.get("EMBPROF_DOCS_SCREENSHOTS") == "1":
+        return Path(__file__).resolve().parents[1] / "docs" / "img"
+    return tmp_path
+
+
 def copy_workflow(dst: Path) -> Path:
     """A checkout-like copy: the workflow's files only, with fresh mtimes (as a clone has)."""
     dst.mkdir(parents=True, exist_ok=True)
@@ -172,8 +180,9 @@ def test_the_smoke_runs_report_draws_offline_and_holds_its_layout(tiny_run: tupl
     the links to each config's files lead to files of the run."""
     import asyncio
 
-    from browser_check import open_page, screenshots
     from test_report_browser import assert_layout_holds
+
+    from embprof.pages.browser import open_page
 
     workdir, _ = tiny_run
     index = workdir / "results" / "report" / "index.html"

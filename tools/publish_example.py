@@ -34,6 +34,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from embprof.pages.browser import open_page
 from embprof.results.environment import read_environment
 from embprof.results.provenance import read_provenance
 
@@ -119,8 +120,6 @@ def draw(workdir: Path, config: Path, cores: int, logs: Path) -> None:
 
 def screenshot(report: Path, out: Path) -> None:
     """The report's first screen, opened offline in headless Chromium (the README's picture)."""
-    from tests.browser_check import open_page
-
     check = asyncio.run(open_page(report, out, max_height=SCREENSHOT_HEIGHT))
     if check.errors:
         raise PublishError(f"{report}: the page logged errors in the browser: {check.errors[0]}")

@@ -2,6 +2,8 @@
 
 The network is switched off before the page loads, so a page that needs anything
 from outside (a CDN's plotly.js, MathJax) shows up as undrawn figures or errors.
+The report's browser tests, its benchmark and the example's screenshot
+(tools/publish_example.py) all open pages through it.
 """
 
 from __future__ import annotations
@@ -9,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,16 +43,10 @@ SQUEEZED_CELLS = """JSON.stringify(Array.from(document.querySelectorAll('td')).f
 WIDTH = 1400
 
 
-def screenshots(tmp_path: Path) -> Path:
-    """Where a test saves the screenshots the docs show: docs/img with EMBPROF_DOCS_SCREENSHOTS=1
-    set (then commit them), else the test's own temporary folder."""
-    if os.environ.get("EMBPROF_DOCS_SCREENSHOTS") == "1":
-        return Path(__file__).resolve().parents[1] / "docs" / "img"
-    return tmp_path
-
-
 @dataclass
 class PageCheck:
+    """What the browser saw: errors, requests, figures drawn, what overflows its box, the height."""
+
     errors: list[str] = field(default_factory=list)
     requests: list[str] = field(default_factory=list)
     figures: list[tuple[str, int, int]] = field(default_factory=list)
