@@ -13,7 +13,8 @@ mkdir -p "$site/sys"
 pip=(python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site")
 payload=$(mktemp -d)
 trap 'rm -rf "$payload"' EXIT
-files=$(find "$parts" -type f -name 'part[0-9]*' | sort)
+# In the order of their names (part00, part01, ...), wherever each lies under PARTS.
+files=$(find "$parts" -type f -name 'part[0-9]*' -printf '%f\t%p\n' | LC_ALL=C sort | cut -f2)
 [ -n "$files" ] || { echo "install: no parts under $parts" >&2; exit 1; }
 # shellcheck disable=SC2086
 cat $files | tar xf - -C "$payload"
