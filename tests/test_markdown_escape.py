@@ -59,6 +59,7 @@ def test_the_summary_escapes_names_logs_and_the_environment() -> None:
     ops = Cells(["op", "ms"], [False, True], [[HOSTILE, "1.0"], ["segmented_unique", "2.0"]])
     summary = markdown.summary(
         title="Latency",
+        ratios="dyn / trc",
         environment_line=environment.one_line(env),
         cpu_note="",
         headline=Cells(["config"], [False], [[LABELS[0]]]),

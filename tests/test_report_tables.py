@@ -64,6 +64,13 @@ def test_nvidias_columns_show_only_where_a_record_times_it():
     assert {"nv train ms", "train dyn/nv", "eval dyn/nv"} <= set(titles)
 
 
+def test_the_title_names_nvidias_library_where_it_ran():
+    from embprof.report.build import report_title
+
+    assert report_title(False) == "DynamicEmb vs TorchRec TBE: latency report"
+    assert report_title(True) == "DynamicEmb vs TorchRec TBE and NVIDIA dynamicemb: latency report"
+
+
 def test_ops_of_the_same_name_side_by_side_across_backends():
     """dyn's and nv's op rows of one name (over stages) beside each other per phase; TBE's kernels are
     under no op; one backend alone gives no table."""

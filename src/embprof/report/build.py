@@ -68,7 +68,6 @@ from embprof.results.paths import SUNBURST_PNG_PREFIX, ResultsPaths
 from embprof.results.peak import Peak
 from embprof.results.run import Run
 
-TITLE = "DynamicEmb vs TorchRec TBE: latency report"
 FIGURES = "figures"
 LATENCY_PNG = "latency.png"
 BANDWIDTH_PNG = "bandwidth.png"
@@ -149,6 +148,7 @@ class ReportPage:
     """Everything the report shows of a run, made once; the HTML and the Markdown render it."""
 
     title: str
+    ratios: str  # what the summary's ratios divide: "dyn / trc", and "dyn / nv" where NVIDIA's ran
     subtitle: str
     cpu_note: str
     headline: Cells
@@ -219,8 +219,10 @@ def report_page(run: Run, previous: Run | None = None, out_dir: Path | None = No
         )
         for label in labels
     ]
+    with_nv = any(r.get("nv_train_ms") is not None for r in run.records)
     return ReportPage(
-        title=TITLE,
+        title=report_title(with_nv),
+        ratios="dyn / trc and dyn / nv" if with_nv else "dyn / trc",
         subtitle=environment.one_line(env),
         cpu_note=environment.CPU_STAND_IN_NOTE if cpu_stand_in else "",
         headline=to_cells(head_table, headline_view(head_table, HEADLINE_VIEW)),
@@ -250,11 +252,18 @@ def report_page(run: Run, previous: Run | None = None, out_dir: Path | None = No
     )
 
 
+def report_title(with_nv: bool) -> str:
+    """The backends the report holds against each other, NVIDIA's dynamicemb where it ran."""
+    others = [BACKEND_NAMES["trc"], *([BACKEND_NAMES["nv"]] if with_nv else [])]
+    return f"{BACKEND_NAMES['dyn']} vs {' and '.join(others)}: latency report"
+
+
 def render_markdown(page: ReportPage) -> str:
     """``summary.md``: the report's tables in Markdown, for a pull request."""
     comparison = page.comparison
     return markdown.summary(
         title=page.title,
+        ratios=page.ratios,
         environment_line=page.subtitle,
         cpu_note=page.cpu_note,
         headline=page.headline_md,
@@ -279,6 +288,7 @@ def render_html(page: ReportPage) -> str:
         "report.html.j2",
         packages=("embprof.report",),
         title=page.title,
+        ratios=page.ratios,
         subtitle=page.subtitle,
         cpu_note=page.cpu_note,
         headline=page.headline,

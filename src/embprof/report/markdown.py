@@ -63,6 +63,7 @@ class FailedSummary:
 def summary(
     *,
     title: str,
+    ratios: str,
     environment_line: str,
     cpu_note: str,
     headline: Cells,
@@ -84,7 +85,7 @@ def summary(
         "## Configs",
         "",
         "Milliseconds per iteration, the median of the repeats (± %: (max − min) / median); "
-        "ratios are dyn / trc.",
+        f"ratios are {ratios}.",
         "",
         md_table(headline),
         "",
