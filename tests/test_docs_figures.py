@@ -82,6 +82,19 @@ def test_repeated_bench_runs_give_min_and_median_of_each_runs_ratio(tmp_path: Pa
         tool.bench_runs(files=str(tmp_path / "dyn_only.json"))
 
 
+def test_nvidias_columns_show_where_the_run_timed_it(tmp_path: Path) -> None:
+    """The headline tables gain NVIDIA's ms and ours / NVIDIA's only for a run that timed NVIDIA's library."""
+    tool = _tool()
+    label = "T10_totalB1048570_D128_sgd_gpu_pool=none_cap=1638K"
+    record = {"label": label, "dyn_train_ms": 1.0, "trc_train_ms": 2.0, "dyn_eval_ms": 0.3, "trc_eval_ms": 0.6}
+    (tmp_path / "two.json").write_text(json.dumps([record]))
+    (tmp_path / "three.json").write_text(json.dumps([{**record, "nv_train_ms": 4.0, "nv_eval_ms": 0.2}]))
+    assert "NVIDIA" not in tool.suite_ratios(after=str(tmp_path / "two.json"))
+    assert "NVIDIA" not in tool.suite_eval(after=str(tmp_path / "two.json"))
+    assert "| gpu sgd | 1.00 | 2.00 | 0.50x | 4.00 | 0.25x | 2.01x |" in tool.suite_ratios(after=str(tmp_path / "three.json"))
+    assert "| gpu sgd | 0.30 | 0.60 | 0.50x | 0.20 | 1.50x | 1.54x |" in tool.suite_eval(after=str(tmp_path / "three.json"))
+
+
 def test_three_backends_over_runs_take_each_ratio_within_one_run(tmp_path: Path) -> None:
     """ours / TBE, NVIDIA / TBE and ours / NVIDIA per config: min and median of the ratios of each run,
     never a ratio of two runs' times; a backend that did not run is a dash."""

@@ -91,11 +91,19 @@ def _busy_ms(opcalls: str, label: str) -> dict[str, float]:
         raise FigureError(f"{path}: {error}") from None
 
 
+def _timed_nv(records: dict, phase: str) -> bool:
+    """Whether any record of a run times NVIDIA's dynamicemb in ``phase``: its columns show only then."""
+    return any(r.get(f"nv_{phase}_ms") for r in records.values())
+
+
 def suite_ratios(after: str, before: str | None = None, reference: str = REFERENCE, busy: str | None = None) -> str:
-    """Train ms dyn / TBE per config of a suite run, beside an earlier run and the reference system's
-    records; ``busy``: the run's opcalls/ folder, for each backend's GPU-busy ms in the profile."""
+    """Train ms dyn / TBE per config of a suite run (and dyn / NVIDIA's dynamicemb where the run timed it),
+    beside an earlier run and the reference system's records; ``busy``: the run's opcalls/ folder, for each
+    backend's GPU-busy ms in the profile."""
     now, earlier, ref = _records(after), _records(before) if before else {}, _records(reference)
+    nv = _timed_nv(now, "train")
     header = (["config"] + (["before: dyn / TBE"] if before else []) + ["dyn ms", "TBE ms", "dyn / TBE"]
+              + (["NVIDIA ms", "dyn / NVIDIA"] if nv else [])
               + (["dyn GPU-busy ms", "TBE GPU-busy ms"] if busy else []) + ["reference (H100)"])
     rows = []
     for key in _ordered(now):
@@ -105,6 +113,8 @@ def suite_ratios(after: str, before: str | None = None, reference: str = REFEREN
             old = earlier.get(key, {})
             row.append(_ratio(old.get("dyn_train_ms"), old.get("trc_train_ms")))
         row += [_ms(record.get("dyn_train_ms")), _ms(record.get("trc_train_ms")), _ratio(record.get("dyn_train_ms"), record.get("trc_train_ms"))]
+        if nv:
+            row += [_ms(record.get("nv_train_ms")), _ratio(record.get("dyn_train_ms"), record.get("nv_train_ms"))]
         if busy:
             gpu = _busy_ms(busy, record["label"])
             row += [_ms(gpu.get("dyn")), _ms(gpu.get("trc"))]
@@ -114,15 +124,22 @@ def suite_ratios(after: str, before: str | None = None, reference: str = REFEREN
 
 
 def suite_eval(after: str, reference: str = REFERENCE) -> str:
-    """Eval ms dyn / TBE per config, beside the reference system's."""
+    """Eval ms dyn / TBE per config (and dyn / NVIDIA's dynamicemb where the run timed it), beside the
+    reference system's."""
     now, ref = _records(after), _records(reference)
-    rows = [
-        [_config_name(key), _ms(now[key].get("dyn_eval_ms")), _ms(now[key].get("trc_eval_ms")),
-         _ratio(now[key].get("dyn_eval_ms"), now[key].get("trc_eval_ms")),
-         _ratio(ref.get(key, {}).get("dyn_eval_ms"), ref.get(key, {}).get("trc_eval_ms"))]
-        for key in _ordered(now)
-    ]
-    return _table(["config", "dyn eval ms", "TBE eval ms", "dyn / TBE", "reference (H100)"], rows)
+    nv = _timed_nv(now, "eval")
+    rows = []
+    for key in _ordered(now):
+        record = now[key]
+        row = [_config_name(key), _ms(record.get("dyn_eval_ms")), _ms(record.get("trc_eval_ms")),
+               _ratio(record.get("dyn_eval_ms"), record.get("trc_eval_ms"))]
+        if nv:
+            row += [_ms(record.get("nv_eval_ms")), _ratio(record.get("dyn_eval_ms"), record.get("nv_eval_ms"))]
+        row.append(_ratio(ref.get(key, {}).get("dyn_eval_ms"), ref.get(key, {}).get("trc_eval_ms")))
+        rows.append(row)
+    header = (["config", "dyn eval ms", "TBE eval ms", "dyn / TBE"] + (["NVIDIA eval ms", "dyn / NVIDIA"] if nv else [])
+              + ["reference (H100)"])
+    return _table(header, rows)
 
 
 def _bench(path: str) -> dict:
