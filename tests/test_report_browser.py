@@ -89,8 +89,9 @@ def test_the_h200_examples_report_holds_its_layout_at_1400_px(tmp_path):
     assert check.errors == []
     assert [url for url in check.requests if url.startswith(("http:", "https:"))] == []
     names = {name for name, _, _ in check.figures}
-    configs = 10
-    assert len(check.figures) == 3 + 2 * configs + configs == len(names)  # latency, budget, bandwidth
+    configs, backends = 10, len(sidecar.ms_per_iter)  # a sunburst per backend and a phases chart per config
+    assert backends == 3  # dyn, TBE and NVIDIA's dynamicemb
+    assert len(check.figures) == 3 + backends * configs + configs == len(names)  # latency, budget, bandwidth
     assert {"latency-plot", "budget-plot", "bandwidth-plot"} <= names
     assert all(svgs >= 1 and plots == 1 for _, svgs, plots in check.figures), check.figures
     assert_layout_holds(check)

@@ -64,6 +64,18 @@ def test_nvidias_columns_show_only_where_a_record_times_it():
     assert {"nv train ms", "train dyn/nv", "eval dyn/nv"} <= set(titles)
 
 
+def test_repeats_are_a_column_only_where_configs_differ():
+    """Every config at 5 repeats: the note says 5 and no column repeats it; 5 and 4: a column."""
+    from embprof.report.tables import headline_view, uniform_repeats
+
+    same = headline([LABELS[0], LABELS[1]], {LABELS[0]: record(LABELS[0]), LABELS[1]: record(LABELS[1])}, {})
+    assert uniform_repeats(same) == same["repeats"].iloc[0]
+    assert "repeats" not in [c.key for c in headline_view(same, HEADLINE_VIEW)]
+    differ = same.assign(repeats=[5, 4])
+    assert uniform_repeats(differ) is None
+    assert "repeats" in [c.key for c in headline_view(differ, HEADLINE_VIEW)]
+
+
 def test_the_title_names_nvidias_library_where_it_ran():
     from embprof.report.build import report_title
 

@@ -121,4 +121,5 @@ def test_a_folder_from_another_environment_warns(two_runs: tuple[Path, Path], tm
     records = json.loads((older / "benchmark_results.json").read_text())
     (older / "benchmark_results.json").write_text(json.dumps([{k: v for k, v in r.items() if k != "provenance"} for r in records]))
     assert any(w.startswith(f"{older} has no provenance") for w in _warnings(diff(older, second)))
-    assert "no config metric timed in both runs (8 new, 40 removed)" in done.stdout  # seed vs smoke
+    # seed vs smoke: the example's 10 configs × train and eval of dyn, trc and nv (60) removed, the smoke run's new
+    assert "no config metric timed in both runs (8 new, 60 removed)" in done.stdout

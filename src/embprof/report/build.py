@@ -62,6 +62,7 @@ from embprof.report.tables import (
     headline_view,
     ops_across_backends,
     top_ops,
+    uniform_repeats,
 )
 from embprof.results.busy import BusyTime
 from embprof.results.paths import SUNBURST_PNG_PREFIX, ResultsPaths
@@ -149,6 +150,7 @@ class ReportPage:
 
     title: str
     ratios: str  # what the summary's ratios divide: "dyn / trc", and "dyn / nv" where NVIDIA's ran
+    repeats: int | None  # the repeats every config ran, where the same (then not a column)
     subtitle: str
     cpu_note: str
     headline: Cells
@@ -223,6 +225,7 @@ def report_page(run: Run, previous: Run | None = None, out_dir: Path | None = No
     return ReportPage(
         title=report_title(with_nv),
         ratios="dyn / trc and dyn / nv" if with_nv else "dyn / trc",
+        repeats=uniform_repeats(head_table),
         subtitle=environment.one_line(env),
         cpu_note=environment.CPU_STAND_IN_NOTE if cpu_stand_in else "",
         headline=to_cells(head_table, headline_view(head_table, HEADLINE_VIEW)),
@@ -264,6 +267,7 @@ def render_markdown(page: ReportPage) -> str:
     return markdown.summary(
         title=page.title,
         ratios=page.ratios,
+        repeats=page.repeats,
         environment_line=page.subtitle,
         cpu_note=page.cpu_note,
         headline=page.headline_md,
@@ -289,6 +293,7 @@ def render_html(page: ReportPage) -> str:
         packages=("embprof.report",),
         title=page.title,
         ratios=page.ratios,
+        repeats=page.repeats,
         subtitle=page.subtitle,
         cpu_note=page.cpu_note,
         headline=page.headline,

@@ -60,11 +60,17 @@ class FailedSummary:
     log_tail: str
 
 
+def _repeats(count: int | None) -> str:
+    """The note's words for the repeats: their count where every config ran the same, else none (a column has them)."""
+    return f"{count} repeats" if count is not None else "repeats"
+
+
 def summary(
     *,
     title: str,
     ratios: str,
     environment_line: str,
+    repeats: int | None = None,
     cpu_note: str,
     headline: Cells,
     failed: Sequence[FailedSummary],
@@ -84,7 +90,7 @@ def summary(
     parts += [
         "## Configs",
         "",
-        "Milliseconds per iteration, the median of the repeats (± %: (max − min) / median); "
+        f"Milliseconds per iteration, the median of the {_repeats(repeats)} (± %: (max − min) / median); "
         f"ratios are {ratios}.",
         "",
         md_table(headline),

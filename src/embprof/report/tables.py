@@ -183,10 +183,19 @@ TOP_OPS_MD_VIEW = (*TOP_OPS_VIEW[:-1], Column("costliest_config", "costliest in"
 HEADLINE_MD_VIEW = (Column("label", "config"), *HEADLINE_VIEW[1:])
 
 
+def uniform_repeats(table: pd.DataFrame) -> int | None:
+    """The repeats every config ran, where they all ran the same number (the summary's note says it
+    once instead of a column of one value); None where they differ or none is known."""
+    counts = set(table["repeats"].dropna()) if "repeats" in table else set()
+    return int(counts.pop()) if len(counts) == 1 and table["repeats"].notna().all() else None
+
+
 def headline_view(table: pd.DataFrame, view: Sequence[Column]) -> tuple[Column, ...]:
-    """``view`` without NVIDIA's dynamicemb's columns where no config timed it (runs of two backends)."""
+    """``view`` without NVIDIA's dynamicemb's columns where no config timed it (runs of two backends),
+    and without the repeats where every config ran the same number (:func:`uniform_repeats`)."""
     timed = "nv_train_ms" in table and table["nv_train_ms"].notna().any()
-    return tuple(c for c in view if timed or c.key not in NV_COLUMNS)
+    dropped = (set() if timed else set(NV_COLUMNS)) | ({"repeats"} if uniform_repeats(table) else set())
+    return tuple(c for c in view if c.key not in dropped)
 
 
 def ops_across_backends(frame: pd.DataFrame) -> pd.DataFrame:
