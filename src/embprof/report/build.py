@@ -60,6 +60,7 @@ from embprof.report.tables import (
     across_view,
     headline,
     headline_view,
+    nv_timed,
     ops_across_backends,
     top_ops,
     uniform_repeats,
@@ -221,7 +222,7 @@ def report_page(run: Run, previous: Run | None = None, out_dir: Path | None = No
         )
         for label in labels
     ]
-    with_nv = any(r.get("nv_train_ms") is not None for r in run.records)
+    with_nv = nv_timed(head_table)
     return ReportPage(
         title=report_title(with_nv),
         ratios="dyn / trc and dyn / nv" if with_nv else "dyn / trc",

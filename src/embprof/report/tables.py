@@ -190,11 +190,15 @@ def uniform_repeats(table: pd.DataFrame) -> int | None:
     return int(counts.pop()) if len(counts) == 1 and table["repeats"].notna().all() else None
 
 
+def nv_timed(table: pd.DataFrame) -> bool:
+    """Whether any config of the headline timed NVIDIA's dynamicemb (a run of three backends)."""
+    return "nv_train_ms" in table and bool(table["nv_train_ms"].notna().any())
+
+
 def headline_view(table: pd.DataFrame, view: Sequence[Column]) -> tuple[Column, ...]:
-    """``view`` without NVIDIA's dynamicemb's columns where no config timed it (runs of two backends),
+    """``view`` without NVIDIA's dynamicemb's columns where no config timed it (:func:`nv_timed`),
     and without the repeats where every config ran the same number (:func:`uniform_repeats`)."""
-    timed = "nv_train_ms" in table and table["nv_train_ms"].notna().any()
-    dropped = (set() if timed else set(NV_COLUMNS)) | ({"repeats"} if uniform_repeats(table) else set())
+    dropped = (set() if nv_timed(table) else set(NV_COLUMNS)) | ({"repeats"} if uniform_repeats(table) else set())
     return tuple(c for c in view if c.key not in dropped)
 
 
