@@ -96,6 +96,13 @@ def _timed_nv(records: dict, phase: str) -> bool:
     return any(r.get(f"nv_{phase}_ms") for r in records.values())
 
 
+def _backend_cells(record: dict, phase: str, nv: bool) -> list[str]:
+    """A record's ``phase`` ms of dyn and TBE and their ratio; with ``nv``, NVIDIA's ms and dyn / NVIDIA."""
+    dyn, trc = record.get(f"dyn_{phase}_ms"), record.get(f"trc_{phase}_ms")
+    cells = [_ms(dyn), _ms(trc), _ratio(dyn, trc)]
+    return cells + ([_ms(record.get(f"nv_{phase}_ms")), _ratio(dyn, record.get(f"nv_{phase}_ms"))] if nv else [])
+
+
 def suite_ratios(after: str, before: str | None = None, reference: str = REFERENCE, busy: str | None = None) -> str:
     """Train ms dyn / TBE per config of a suite run (and dyn / NVIDIA's dynamicemb where the run timed it),
     beside an earlier run and the reference system's records; ``busy``: the run's opcalls/ folder, for each
@@ -112,9 +119,7 @@ def suite_ratios(after: str, before: str | None = None, reference: str = REFEREN
         if before:
             old = earlier.get(key, {})
             row.append(_ratio(old.get("dyn_train_ms"), old.get("trc_train_ms")))
-        row += [_ms(record.get("dyn_train_ms")), _ms(record.get("trc_train_ms")), _ratio(record.get("dyn_train_ms"), record.get("trc_train_ms"))]
-        if nv:
-            row += [_ms(record.get("nv_train_ms")), _ratio(record.get("dyn_train_ms"), record.get("nv_train_ms"))]
+        row += _backend_cells(record, "train", nv)
         if busy:
             gpu = _busy_ms(busy, record["label"])
             row += [_ms(gpu.get("dyn")), _ms(gpu.get("trc"))]
@@ -128,15 +133,9 @@ def suite_eval(after: str, reference: str = REFERENCE) -> str:
     reference system's."""
     now, ref = _records(after), _records(reference)
     nv = _timed_nv(now, "eval")
-    rows = []
-    for key in _ordered(now):
-        record = now[key]
-        row = [_config_name(key), _ms(record.get("dyn_eval_ms")), _ms(record.get("trc_eval_ms")),
-               _ratio(record.get("dyn_eval_ms"), record.get("trc_eval_ms"))]
-        if nv:
-            row += [_ms(record.get("nv_eval_ms")), _ratio(record.get("dyn_eval_ms"), record.get("nv_eval_ms"))]
-        row.append(_ratio(ref.get(key, {}).get("dyn_eval_ms"), ref.get(key, {}).get("trc_eval_ms")))
-        rows.append(row)
+    rows = [[_config_name(key), *_backend_cells(now[key], "eval", nv),
+             _ratio(ref.get(key, {}).get("dyn_eval_ms"), ref.get(key, {}).get("trc_eval_ms"))]
+            for key in _ordered(now)]
     header = (["config", "dyn eval ms", "TBE eval ms", "dyn / TBE"] + (["NVIDIA eval ms", "dyn / NVIDIA"] if nv else [])
               + ["reference (H100)"])
     return _table(header, rows)
